@@ -1,0 +1,180 @@
+"""What the sandbox refuses, one class per kind of refusal.
+
+Every refusal is an exception that carries a structured record (kind, target, rule, line, policy) and a
+sentence a person understands. Refusals of an *operation* (an import, an attribute, a file) subclass the
+ordinary Python exception a program would expect there (ImportError, AttributeError, PermissionError),
+so ``try: import scipy / except ImportError`` keeps working; the engine records the denial either way.
+
+Limits are different: once a cell has used its time, ticks or memory it must end, so they derive from
+BaseException and the gates re-raise them at every later checkpoint (see limits.py).
+"""
+from __future__ import annotations
+
+
+class SandboxViolation(Exception):
+    """Base of every refusal that a cell may observe and handle."""
+
+    kind = "policy"
+
+    def __init__(self, target: str, rule: str, *, policy: str | None = None, hint: str | None = None):
+        self.target = target
+        self.rule = rule
+        self.policy = policy
+        self.hint = hint
+        self.line: int | None = None
+        super().__init__(self.sentence())
+
+    def describe(self) -> str:  # overridden per kind
+        return f"{self.target} is not allowed"
+
+    def sentence(self) -> str:
+        s = self.describe()
+        if self.policy:
+            s += f" by policy '{self.policy}'"
+        if self.line:
+            s += f" (line {self.line})"
+        if self.rule:
+            s += f": {self.rule}"
+        if self.hint:
+            s += f". {self.hint}"
+        return s
+
+    def set_line(self, line: int | None) -> None:
+        if line and not self.line:
+            self.line = line
+            self.args = (self.sentence(),)
+
+    def record(self) -> dict:
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "rule": self.rule,
+            "line": self.line,
+            "policy": self.policy,
+            "hint": self.hint,
+            "message": self.sentence(),
+        }
+
+    def __reduce__(self):  # never pickled; keeps copy.copy from reaching internals
+        raise TypeError("denials cannot be pickled")
+
+
+class ValidationDenied(SandboxViolation, SyntaxError):
+    """The cell uses a construct the rewriter does not accept (refused before anything runs)."""
+
+    kind = "syntax"
+
+    def describe(self) -> str:
+        return f"{self.target} is not allowed in the sandbox"
+
+
+class NameDenied(ValidationDenied):
+    """A name in the reserved gate namespace, or one that would reach the runtime's internals."""
+
+    kind = "name"
+
+    def describe(self) -> str:
+        return f"the name '{self.target}' is reserved"
+
+
+class AttributeDenied(SandboxViolation, AttributeError):
+    kind = "attribute"
+
+    def describe(self) -> str:
+        return f"access to attribute {self.target} is not allowed"
+
+
+class ImportDenied(SandboxViolation, ImportError):
+    kind = "import"
+
+    def describe(self) -> str:
+        return f"import of '{self.target}' is not allowed"
+
+
+class BuiltinDenied(SandboxViolation, NameError):
+    kind = "builtin"
+
+    def describe(self) -> str:
+        return f"the builtin '{self.target}' is not available"
+
+
+class FileDenied(SandboxViolation, PermissionError):
+    kind = "file"
+
+    def describe(self) -> str:
+        return f"file access to '{self.target}' is not allowed"
+
+
+class NetworkDenied(SandboxViolation, PermissionError):
+    kind = "network"
+
+    def describe(self) -> str:
+        return f"network access to {self.target} is not allowed"
+
+
+class SizeDenied(SandboxViolation, MemoryError):
+    """An operation whose result would be too large is refused before it starts."""
+
+    kind = "limit"
+
+    def describe(self) -> str:
+        return f"{self.target} would be too large"
+
+
+class CallDenied(SandboxViolation, TypeError):
+    """A granted function called with an argument the policy forbids (allow_pickle=True)."""
+
+    kind = "attribute"
+
+    def describe(self) -> str:
+        return f"the call {self.target} is not allowed"
+
+
+class LimitExceeded(BaseException):
+    """A cell ran out of a budget. Not an Exception: ``except Exception`` cannot swallow it."""
+
+    kind = "limit"
+    limit = "limit"
+
+    def __init__(self, detail: str, *, policy: str | None = None):
+        self.detail = detail
+        self.policy = policy
+        self.line: int | None = None
+        super().__init__(detail)
+
+    def set_line(self, line: int | None) -> None:
+        if line and not self.line:
+            self.line = line
+
+    def sentence(self) -> str:
+        s = self.detail
+        if self.line:
+            s += f" (line {self.line})"
+        return s
+
+    def record(self) -> dict:
+        return {
+            "kind": "limit",
+            "target": self.limit,
+            "rule": self.detail,
+            "line": self.line,
+            "policy": self.policy,
+            "hint": None,
+            "message": self.sentence(),
+        }
+
+
+class TimeLimitExceeded(LimitExceeded):
+    limit = "timeout"
+
+
+class TickLimitExceeded(LimitExceeded):
+    limit = "ticks"
+
+
+class MemoryLimitExceeded(LimitExceeded):
+    limit = "memory"
+
+
+class Cancelled(LimitExceeded):
+    limit = "cancelled"

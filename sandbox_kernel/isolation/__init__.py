@@ -1,0 +1,53 @@
+"""Where the engine runs: in the kernel's process (`none`), in a worker process (`process`), or in a
+worker the operating system confines (`kernel`).
+
+Every backend offers the same methods as :class:`sandbox_kernel.engine.Engine` and speaks the same
+event protocol (plain JSON dicts; see engine.py), so the kernel does not care which one it talks to.
+"""
+from __future__ import annotations
+
+from ..policy import ISOLATION_LEVELS, Policy
+
+
+class InProcessBackend:
+    """Level `none`: the engine is a direct call. The Python-level gates are the only wall."""
+
+    level = "none"
+
+    def __init__(self, policy: Policy, workdir: str | None = None):
+        from ..engine import Engine
+
+        self.engine = Engine(policy, workdir=workdir)
+
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+        return self.engine.run_cell(source, emit=emit, policy=policy, limits=limits,
+                                    execution_count=execution_count)
+
+    def evaluate(self, expression, *, policy=None):
+        return self.engine.evaluate(expression, policy=policy)
+
+    def complete(self, code, cursor_pos):
+        return self.engine.complete(code, cursor_pos)
+
+    def inspect(self, code, cursor_pos, detail_level=0):
+        return self.engine.inspect(code, cursor_pos, detail_level)
+
+    def cancel(self):
+        self.engine.cancel()
+
+    def reset(self):
+        self.engine.reset()
+
+    def status(self) -> dict:
+        return {"isolation": "none", "os_layers": {}, "worker": None}
+
+    def shutdown(self):
+        pass
+
+
+def make_backend(level: str, policy: Policy, workdir: str | None = None, **options):
+    if level not in ISOLATION_LEVELS:
+        raise ValueError(f"unknown isolation level {level!r}; choose one of {', '.join(ISOLATION_LEVELS)}")
+    if level == "none":
+        return InProcessBackend(policy, workdir)
+    raise NotImplementedError(f"isolation level {level!r} is not available yet")

@@ -1,0 +1,624 @@
+"""Source -> checked, rewritten AST -> code object. Pure: no runtime state. SECURITY CORE.
+
+Every AST node type a cell may contain has a ``visit_*`` method here; ``generic_visit`` rejects the
+rest, so a construct added to Python later is refused until someone decides what it means (fail closed).
+Each docstring shows the rewrite. The gate functions named ``__st_*__`` live in gates.py; cells cannot
+name them (or any other ``__st_`` name) at any binding or reading site.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+
+from .denials import NameDenied, ValidationDenied
+
+GATE_PREFIX = "__st_"
+
+# Names a cell may never read or bind, beyond the reserved gate prefix.
+FORBIDDEN_NAMES = frozenset({
+    "__builtins__", "__build_class__", "__import__", "__loader__", "__spec__", "__dict__",
+    "__file__", "__cached__", "__path__", "__package__", "__debug__",
+})
+# Bound only by Python itself; a cell may read them but not rebind them.
+READ_ONLY_NAMES = frozenset({"__class__", "__name__", "__qualname__", "__module__"})
+
+# Attribute names that are refused statically in `match` class patterns. The same names are refused
+# at run time by the attribute gate; patterns read attributes without an Attribute node, so the
+# rewriter must check them here.
+FRAME_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_suspended", "cr_frame", "cr_code", "cr_await", "cr_origin",
+    "ag_frame", "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+    "f_trace", "f_lasti", "tb_frame", "tb_next", "tb_lasti", "co_code", "func_globals", "func_code",
+})
+
+# Calls whose argument is consumed in C; the gate charges its length before the call starts.
+SIZED_CALLS = frozenset({
+    "list", "tuple", "set", "frozenset", "dict", "bytes", "bytearray", "sorted", "sum", "min", "max",
+    "any", "all", "str",
+})
+
+# The largest constant exponent / multiplier that is left ungated (x**2, x*3.0 stay fast).
+_SMALL_EXPONENT = 4
+
+CELL_FILENAME_PREFIX = "<cell-"
+
+
+def cell_filename(n: int | str) -> str:
+    return f"{CELL_FILENAME_PREFIX}{n}>"
+
+
+def _gate(name: str) -> ast.Name:
+    return ast.Name(id=f"{GATE_PREFIX}{name}__", ctx=ast.Load())
+
+
+def _call(gate: str, *args: ast.expr, keywords=()) -> ast.Call:
+    return ast.Call(func=_gate(gate), args=list(args), keywords=list(keywords))
+
+
+def _const(value) -> ast.Constant:
+    return ast.Constant(value=value)
+
+
+def _tick_stmt() -> ast.Expr:
+    return ast.Expr(value=_call("tick"))
+
+
+def _is_number_const(node: ast.expr, kinds=(float, complex)) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in kinds
+
+
+def _small_int_const(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) <= _SMALL_EXPONENT
+
+
+_OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<"}
+
+
+class Rewriter(ast.NodeTransformer):
+    """Validates and rewrites one cell. Raises ValidationDenied / NameDenied on the first problem."""
+
+    def __init__(self):
+        self._class_names: list[str] = []   # for private-name mangling
+        self._function_depth = 0
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _deny(self, node, what: str, rule: str):
+        exc = ValidationDenied(what, rule)
+        exc.set_line(getattr(node, "lineno", None))
+        raise exc
+
+    def _check_name(self, name: str | None, node, *, binding: bool = False) -> None:
+        if name is None:
+            return
+        if name.startswith(GATE_PREFIX) or name in FORBIDDEN_NAMES or (binding and name in READ_ONLY_NAMES):
+            exc = NameDenied(name, "names of the sandbox runtime cannot be used by cells")
+            exc.set_line(getattr(node, "lineno", None))
+            raise exc
+
+    def _mangle(self, attr: str) -> str:
+        """Python mangles ``self.__x`` inside ``class C`` to ``_C__x``; gate strings must match."""
+        if self._class_names and attr.startswith("__") and not attr.endswith("__"):
+            cls = self._class_names[-1].lstrip("_")
+            if cls:
+                return f"_{cls}{attr}"
+        return attr
+
+    def generic_visit(self, node):
+        self._deny(node, f"the construct '{type(node).__name__}'", "it has no rule in the sandbox rewriter")
+
+    def _visit_children(self, node):
+        return ast.NodeTransformer.generic_visit(self, node)
+
+    def _visit_body(self, stmts):
+        out = []
+        for s in stmts:
+            r = self.visit(s)
+            if r is None:
+                continue
+            out.extend(r if isinstance(r, list) else [r])
+        return out
+
+    # -- modules -------------------------------------------------------------------------------
+
+    def visit_Module(self, node):
+        """The cell itself: its statements are visited in order."""
+        node.body = self._visit_body(node.body)
+        return node
+
+    def visit_Expression(self, node):
+        """A single expression (user_expressions): visited as is."""
+        node.body = self.visit(node.body)
+        return node
+
+    # -- definitions ---------------------------------------------------------------------------
+
+    def _check_arguments(self, args: ast.arguments):
+        for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+            if a is not None:
+                self._check_name(a.arg, a, binding=True)
+
+    def _function(self, node):
+        """'def f(a): body' becomes 'def f(a): __st_tick__(); body'; decorators, defaults and
+        annotations are rewritten like any expression."""
+        self._check_name(node.name, node, binding=True)
+        self._check_arguments(node.args)
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)
+        if node.returns is not None:
+            node.returns = self.visit(node.returns)
+        for tp in getattr(node, "type_params", None) or []:
+            self.visit(tp)
+        self._function_depth += 1
+        try:
+            body = self._visit_body(node.body)
+        finally:
+            self._function_depth -= 1
+        doc = []
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            doc, body = body[:1], body[1:]
+        tick = ast.copy_location(_tick_stmt(), node)
+        node.body = doc + [tick] + (body or [ast.copy_location(ast.Pass(), node)])
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node):
+        """'lambda x: e' becomes 'lambda x: __st_tick__() or e' (the tick returns None)."""
+        self._check_arguments(node.args)
+        node.args = self.visit(node.args)
+        body = self.visit(node.body)
+        node.body = ast.copy_location(ast.BoolOp(op=ast.Or(), values=[_call("tick"), body]), body)
+        return node
+
+    def visit_arguments(self, node):
+        """Parameters: names are checked by the caller; defaults and annotations are rewritten."""
+        for a in node.posonlyargs + node.args + node.kwonlyargs + [node.vararg, node.kwarg]:
+            if a is not None and a.annotation is not None:
+                a.annotation = self.visit(a.annotation)
+        node.defaults = [self.visit(d) for d in node.defaults]
+        node.kw_defaults = [self.visit(d) if d is not None else None for d in node.kw_defaults]
+        return node
+
+    def visit_ClassDef(self, node):
+        """'class C(B): body' stays a class statement; the sandbox's ``__build_class__`` (gates.py)
+        checks the bases and metaclass and records C as sandbox-defined."""
+        self._check_name(node.name, node, binding=True)
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        for tp in getattr(node, "type_params", None) or []:
+            self.visit(tp)
+        self._class_names.append(node.name)
+        try:
+            node.body = self._visit_body(node.body) or [ast.copy_location(ast.Pass(), node)]
+        finally:
+            self._class_names.pop()
+        return node
+
+    def visit_TypeVar(self, node):
+        """'class C[T: int]': the type parameter's name is checked; its bound is rewritten."""
+        self._check_name(node.name, node, binding=True)
+        if getattr(node, "bound", None) is not None:
+            node.bound = self.visit(node.bound)
+        if getattr(node, "default_value", None) is not None:
+            node.default_value = self.visit(node.default_value)
+        return node
+
+    def visit_ParamSpec(self, node):
+        """'def f[**P]()': the name is checked."""
+        self._check_name(node.name, node, binding=True)
+        if getattr(node, "default_value", None) is not None:
+            node.default_value = self.visit(node.default_value)
+        return node
+
+    visit_TypeVarTuple = visit_ParamSpec
+
+    def visit_TypeAlias(self, node):
+        """'type X = int': the alias name is checked; the value is rewritten."""
+        self._visit_children(node)
+        return node
+
+    # -- names and attributes ------------------------------------------------------------------
+
+    def visit_Name(self, node):
+        """A name is checked against the reserved namespace; it is otherwise unchanged."""
+        self._check_name(node.id, node, binding=not isinstance(node.ctx, ast.Load))
+        return node
+
+    def visit_Attribute(self, node):
+        """'a.b' becomes '__st_getattr__(a, "b")'; as a store or delete target,
+        'a.b = v' becomes '__st_write__(a, "b").b = v' (the gate returns a only if the write is allowed)."""
+        attr = self._mangle(node.attr)
+        value = self.visit(node.value)
+        if isinstance(node.ctx, ast.Load):
+            return ast.copy_location(_call("getattr", value, _const(attr)), node)
+        checked = ast.copy_location(_call("write", value, _const(attr)), node)
+        return ast.copy_location(ast.Attribute(value=checked, attr=attr, ctx=node.ctx), node)
+
+    def visit_Subscript(self, node):
+        """'a[i]' is unchanged (items are data, not attributes)."""
+        return self._visit_children(node)
+
+    def visit_Starred(self, node):
+        """'*a' is unchanged."""
+        return self._visit_children(node)
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def visit_Expr(self, node):
+        """An expression statement is rewritten inside."""
+        return self._visit_children(node)
+
+    def visit_Assign(self, node):
+        """'a = b': targets and value are rewritten."""
+        return self._visit_children(node)
+
+    def visit_AnnAssign(self, node):
+        """'a: T = b': target, annotation and value are rewritten."""
+        return self._visit_children(node)
+
+    def visit_AugAssign(self, node):
+        """'a.b += v' becomes '__st_augattr__(a, "b", "+=", v)' (read and write both gated);
+        'x *= n' becomes 'x = __st_aug__(x, "*=", n)' (size-checked); 'a[i] **= n' becomes
+        '__st_augitem__(a, i, "**=", n)'. Other augmented assignments are unchanged."""
+        op = type(node.op)
+        value = self.visit(node.value)
+        sized = op in _OP_NAMES and not self._cheap_binop(op, node.target, node.value)
+        symbol = (_OP_NAMES.get(op) or _AUG_SYMBOLS[op]) + "="
+        target = node.target
+        if isinstance(target, ast.Attribute):
+            obj = self.visit(target.value)
+            call = _call("augattr", obj, _const(self._mangle(target.attr)), _const(symbol), value)
+            return ast.copy_location(ast.Expr(value=call), node)
+        if isinstance(target, ast.Name):
+            self._check_name(target.id, target, binding=True)
+            if sized:
+                load = ast.Name(id=target.id, ctx=ast.Load())
+                call = _call("aug", load, _const(symbol), value)
+                return ast.copy_location(ast.Assign(targets=[target], value=call), node)
+            node.value = value
+            return node
+        if isinstance(target, ast.Subscript):
+            if sized:
+                call = _call("augitem", self.visit(target.value), self.visit(target.slice), _const(symbol), value)
+                return ast.copy_location(ast.Expr(value=call), node)
+            node.target = self.visit(target)
+            node.value = value
+            return node
+        self._deny(node, "this augmented assignment target", "only names, attributes and items can be targets")
+
+    def visit_Delete(self, node):
+        """'del a.b' becomes 'del __st_write__(a, "b").b'."""
+        return self._visit_children(node)
+
+    def visit_Return(self, node):
+        """'return e': e is rewritten."""
+        return self._visit_children(node)
+
+    def visit_Pass(self, node):
+        """'pass' is unchanged."""
+        return node
+
+    def visit_Break(self, node):
+        """'break' is unchanged."""
+        return node
+
+    def visit_Continue(self, node):
+        """'continue' is unchanged."""
+        return node
+
+    def visit_Global(self, node):
+        """'global x': x is checked against the reserved namespace."""
+        for n in node.names:
+            self._check_name(n, node, binding=True)
+        return node
+
+    visit_Nonlocal = visit_Global
+
+    def visit_If(self, node):
+        """'if': condition and branches are rewritten."""
+        node.test = self.visit(node.test)
+        node.body = self._visit_body(node.body)
+        node.orelse = self._visit_body(node.orelse)
+        return node
+
+    def _loop(self, node):
+        """'for x in it: body' becomes 'for x in it: __st_tick__(); body' (likewise while, async for)."""
+        if hasattr(node, "target"):
+            node.target = self.visit(node.target)
+            node.iter = self.visit(node.iter)
+        else:
+            node.test = self.visit(node.test)
+        node.body = [ast.copy_location(_tick_stmt(), node)] + self._visit_body(node.body)
+        node.orelse = self._visit_body(node.orelse)
+        return node
+
+    visit_For = _loop
+    visit_AsyncFor = _loop
+    visit_While = _loop
+
+    def _with(self, node):
+        """'with a as b': items and body are rewritten."""
+        node.items = [self.visit(i) for i in node.items]
+        node.body = self._visit_body(node.body)
+        return node
+
+    visit_With = _with
+    visit_AsyncWith = _with
+
+    def visit_withitem(self, node):
+        """'a as b' inside with: both are rewritten."""
+        return self._visit_children(node)
+
+    def visit_Raise(self, node):
+        """'raise e from c' is rewritten inside."""
+        return self._visit_children(node)
+
+    def _try(self, node):
+        """try/except/else/finally: bodies are rewritten; see visit_ExceptHandler."""
+        node.body = self._visit_body(node.body)
+        node.handlers = [self.visit(h) for h in node.handlers]
+        node.orelse = self._visit_body(node.orelse)
+        node.finalbody = self._visit_body(node.finalbody)
+        return node
+
+    visit_Try = _try
+    visit_TryStar = _try
+
+    def visit_ExceptHandler(self, node):
+        """A bare 'except:' becomes 'except Exception:', so that the sandbox's limit exceptions
+        (BaseException subclasses) cannot be swallowed; the bound name is checked."""
+        self._check_name(node.name, node, binding=True)
+        if node.type is None:
+            node.type = ast.copy_location(ast.Name(id="Exception", ctx=ast.Load()), node)
+        else:
+            node.type = self.visit(node.type)
+        node.body = self._visit_body(node.body)
+        return node
+
+    def visit_Assert(self, node):
+        """'assert t, msg' is rewritten inside."""
+        return self._visit_children(node)
+
+    # -- imports -------------------------------------------------------------------------------
+
+    def visit_Import(self, node):
+        """'import a.b' becomes 'a = __st_import__("a.b", False)';
+        'import a.b as c' becomes 'c = __st_import__("a.b", True)'."""
+        out = []
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            self._check_name(bound, node, binding=True)
+            call = _call("import", _const(alias.name), _const(alias.asname is not None))
+            out.append(ast.copy_location(
+                ast.Assign(targets=[ast.Name(id=bound, ctx=ast.Store())], value=call), node))
+        return out
+
+    def visit_ImportFrom(self, node):
+        """'from a import b, c as d' becomes 'b, d = __st_importfrom__("a", ("b", "c"))';
+        'from a import *' becomes '__st_importstar__("a")' (top level only). Relative imports are refused."""
+        if node.level:
+            self._deny(node, "relative import", "cells are not packages")
+        if len(node.names) == 1 and node.names[0].name == "*":
+            if self._function_depth or self._class_names:
+                self._deny(node, "'import *' inside a function or class", "Python forbids it there")
+            return ast.copy_location(ast.Expr(value=_call("importstar", _const(node.module))), node)
+        targets = []
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            self._check_name(bound, node, binding=True)
+            targets.append(ast.Name(id=bound, ctx=ast.Store()))
+        call = _call("importfrom", _const(node.module), _const(tuple(a.name for a in node.names)))
+        return ast.copy_location(
+            ast.Assign(targets=[ast.Tuple(elts=targets, ctx=ast.Store())], value=call), node)
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def _cheap_binop(self, op, left, right) -> bool:
+        """True where a *, ** or << cannot build a huge value: a float operand, a small constant
+        exponent, or two constants (folded by the compiler within its own size limits)."""
+        if isinstance(left, ast.Constant) and isinstance(right, ast.Constant) and \
+                type(left.value) in (int, float, complex) and type(right.value) in (int, float, complex):
+            return op is not ast.LShift or (isinstance(right.value, int) and right.value <= 64)
+        if op is ast.Mult:
+            return _is_number_const(left) or _is_number_const(right)
+        if op is ast.Pow:
+            return _is_number_const(right) or _small_int_const(right)
+        return False
+
+    def visit_BinOp(self, node):
+        """'a * b' becomes '__st_binop__(a, "*", b)', which refuses results that would be too large;
+        likewise ** and <<. Other operators are unchanged."""
+        op = type(node.op)
+        left = self.visit(node.left)
+        right = self.visit(node.right)
+        if op in _OP_NAMES and not self._cheap_binop(op, node.left, node.right):
+            return ast.copy_location(_call("binop", left, _const(_OP_NAMES[op]), right), node)
+        node.left, node.right = left, right
+        return node
+
+    def visit_Call(self, node):
+        """'f(x)' is unchanged, except that 'list(x)' (and the other calls in SIZED_CALLS) becomes
+        '__st_sized__(list, x)', which charges the length of x before the call runs in C."""
+        node = self._visit_children(node)
+        if isinstance(node.func, ast.Name) and node.func.id in SIZED_CALLS and node.args \
+                and not any(isinstance(a, ast.Starred) for a in node.args[:1]):
+            return ast.copy_location(
+                ast.Call(func=_gate("sized"), args=[node.func] + node.args, keywords=node.keywords), node)
+        return node
+
+    def visit_keyword(self, node):
+        """'f(k=v)': v is rewritten."""
+        return self._visit_children(node)
+
+    def visit_NamedExpr(self, node):
+        """'(x := e)': x is checked, e is rewritten."""
+        return self._visit_children(node)
+
+    def _comprehension_owner(self, node):
+        """Comprehensions: each 'for x in it' gains a first condition '__st_tick__() is None',
+        a checkpoint per iteration."""
+        return self._visit_children(node)
+
+    visit_ListComp = _comprehension_owner
+    visit_SetComp = _comprehension_owner
+    visit_DictComp = _comprehension_owner
+    visit_GeneratorExp = _comprehension_owner
+
+    def visit_comprehension(self, node):
+        """'for x in it if c' becomes 'for x in it if __st_tick__() is None if c'."""
+        node.target = self.visit(node.target)
+        node.iter = self.visit(node.iter)
+        node.ifs = [ast.Compare(left=_call("tick"), ops=[ast.Is()], comparators=[_const(None)])] + \
+            [self.visit(i) for i in node.ifs]
+        return node
+
+    def _unchanged_expr(self, node):
+        """Operators, literals and control expressions are rewritten inside only."""
+        return self._visit_children(node)
+
+    visit_BoolOp = _unchanged_expr
+    visit_UnaryOp = _unchanged_expr
+    visit_IfExp = _unchanged_expr
+    visit_Dict = _unchanged_expr
+    visit_Set = _unchanged_expr
+    visit_List = _unchanged_expr
+    visit_Tuple = _unchanged_expr
+    visit_Compare = _unchanged_expr
+    visit_Await = _unchanged_expr
+    visit_Yield = _unchanged_expr
+    visit_YieldFrom = _unchanged_expr
+    visit_Slice = _unchanged_expr
+    visit_JoinedStr = _unchanged_expr
+    visit_FormattedValue = _unchanged_expr
+
+    def visit_Constant(self, node):
+        """A literal is unchanged."""
+        return node
+
+    # Contexts and operators carry no code.
+    def _leaf(self, node):
+        return node
+
+    for _n in ("Load", "Store", "Del", "And", "Or", "Add", "Sub", "Mult", "MatMult", "Div", "Mod", "Pow",
+               "LShift", "RShift", "BitOr", "BitXor", "BitAnd", "FloorDiv", "Invert", "Not", "UAdd",
+               "USub", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn"):
+        locals()[f"visit_{_n}"] = _leaf
+    del _n
+
+    # -- match ---------------------------------------------------------------------------------
+
+    def visit_Match(self, node):
+        """'match s': the subject and each case are rewritten (see visit_match_case)."""
+        node.subject = self.visit(node.subject)
+        node.cases = [self.visit(c) for c in node.cases]
+        return node
+
+    def visit_match_case(self, node):
+        """A case whose pattern reads attributes ('case P(x=a)') gains the guard
+        '__st_matched__(a, ...) and (guard)': class patterns read attributes without an Attribute
+        node, so the gate checks every value they bind before the case body can use it."""
+        self._captures: list[str] = []
+        self._in_class_pattern = 0
+        node.pattern = self.visit(node.pattern)
+        guard = self.visit(node.guard) if node.guard is not None else None
+        if self._captures:
+            check = _call("matched", *[ast.Name(id=n, ctx=ast.Load()) for n in self._captures])
+            guard = check if guard is None else ast.BoolOp(op=ast.And(), values=[check, guard])
+            ast.copy_location(guard, node.pattern)
+        node.guard = guard
+        node.body = self._visit_body(node.body)
+        return node
+
+    def _capture(self, name, node):
+        if name is not None:
+            self._check_name(name, node, binding=True)
+            if self._in_class_pattern:
+                self._captures.append(name)
+
+    def visit_MatchValue(self, node):
+        """'case a.B:' the value is rewritten (attribute reads are gated)."""
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_MatchSingleton(self, node):
+        """'case None:' is unchanged."""
+        return node
+
+    def visit_MatchSequence(self, node):
+        """'case [a, b]:' sub-patterns are visited."""
+        node.patterns = [self.visit(p) for p in node.patterns]
+        return node
+
+    def visit_MatchMapping(self, node):
+        """'case {"k": v, **rest}:' keys are rewritten, the rest name checked."""
+        node.keys = [self.visit(k) for k in node.keys]
+        node.patterns = [self.visit(p) for p in node.patterns]
+        self._capture(node.rest, node)
+        return node
+
+    def visit_MatchClass(self, node):
+        """'case C(a, k=b):' keyword attribute names are checked like attribute reads; values bound
+        inside are checked by the case guard."""
+        node.cls = self.visit(node.cls)
+        for attr in node.kwd_attrs:
+            if attr.startswith("_") or attr in FRAME_ATTRIBUTES:
+                self._deny(node, f"the class pattern attribute '{attr}'",
+                           "private, dunder and frame attributes cannot be matched")
+        self._in_class_pattern += 1
+        try:
+            node.patterns = [self.visit(p) for p in node.patterns]
+            node.kwd_patterns = [self.visit(p) for p in node.kwd_patterns]
+        finally:
+            self._in_class_pattern -= 1
+        return node
+
+    def visit_MatchStar(self, node):
+        """'case [a, *rest]:' the name is checked."""
+        self._capture(node.name, node)
+        return node
+
+    def visit_MatchAs(self, node):
+        """'case p as x:' the name is checked, the pattern visited."""
+        if node.pattern is not None:
+            node.pattern = self.visit(node.pattern)
+        self._capture(node.name, node)
+        return node
+
+    def visit_MatchOr(self, node):
+        """'case a | b:' alternatives are visited."""
+        node.patterns = [self.visit(p) for p in node.patterns]
+        return node
+
+
+_AUG_SYMBOLS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.MatMult: "@", ast.Div: "/", ast.Mod: "%", ast.Pow: "**",
+    ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&", ast.FloorDiv: "//",
+}
+
+
+def parse_cell(source: str, filename: str, mode: str = "exec") -> ast.AST:
+    """Parse with Python's own parser; a syntax error is reported with the cell's line."""
+    return ast.parse(source, filename=filename, mode=mode)
+
+
+def rewrite(tree: ast.AST) -> ast.AST:
+    tree = Rewriter().visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def compile_cell(source: str, filename: str, mode: str = "exec"):
+    """Parse, validate, rewrite and compile a cell. Returns (code, tree) or raises SyntaxError /
+    ValidationDenied. The last expression statement is split off by the engine before this call."""
+    tree = rewrite(parse_cell(source, filename, mode))
+    return compile(tree, filename, mode, flags=COMPILE_FLAGS, dont_inherit=True), tree
+
+
+if sys.version_info < (3, 10):  # pragma: no cover
+    raise ImportError("sandbox_kernel needs Python 3.10 or newer")
