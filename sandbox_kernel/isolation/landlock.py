@@ -1,0 +1,246 @@
+"""Landlock (Linux >= 5.13) through its three system calls, with ctypes.
+
+What the worker may touch after :func:`restrict`:
+
+* read-write (no execute, no device nodes, no sockets) beneath the sandbox working directory;
+* read-only beneath what Python needs to import anything, now or lazily later: the interpreter's
+  prefixes, every ``sys.path`` directory, this package, the shared-library directories, the loader
+  cache, time zone data, ``/proc/self``, CPU topology in ``/sys``;
+* ``/dev/null`` (read-write), ``/dev/urandom``, ``/dev/random``, ``/dev/zero`` (read);
+* nothing else. No path gets the EXECUTE right: the dynamic loader maps libraries with ``mmap``, which
+  Landlock treats as reading, so ``execve`` is refused by Landlock as well as by seccomp.
+
+From ABI 4 TCP bind/connect are also handled (refused unless the policy grants network); from ABI 6
+the worker may not signal processes outside its domain (the kernel, other programs) nor connect to
+abstract Unix sockets created outside it.
+
+Landlock restricts the calling thread and its future children only, so the worker calls
+:func:`restrict` while it is still single-threaded (before numpy starts its BLAS threads); the function
+refuses to run otherwise.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import stat
+import sys
+
+# System call numbers: the same on every architecture that uses the generic table (x86_64, aarch64,
+# riscv64, arm, ppc64, s390x ...). Alpha and ia64 differ and are not supported.
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
+_SUPPORTED_MACHINES = {"x86_64", "aarch64", "arm64", "riscv64", "armv7l", "armv6l", "ppc64le", "ppc64",
+                       "s390x", "i686", "i386", "loongarch64", "mips64"}
+
+CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+# Filesystem rights, by the ABI version that introduced them.
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13       # ABI 2
+TRUNCATE = 1 << 14    # ABI 3
+IOCTL_DEV = 1 << 15   # ABI 5
+NET_BIND_TCP = 1 << 0      # ABI 4
+NET_CONNECT_TCP = 1 << 1   # ABI 4
+SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1         # ABI 6
+
+FS_V1 = (1 << 13) - 1
+# Rights that make sense on a file (not a directory); others make add_rule fail with EINVAL.
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+READ_ONLY = READ_FILE | READ_DIR
+READ_WRITE = (READ_FILE | READ_DIR | WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG
+              | MAKE_FIFO | MAKE_SYM | REFER | TRUNCATE)
+
+
+class LandlockError(OSError):
+    pass
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc = None
+
+
+def _syscall():
+    global _libc
+    if _libc is None:
+        # The running interpreter's own libc: no ctypes.util.find_library, which runs ldconfig.
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+        _libc.prctl.restype = ctypes.c_int
+    return _libc
+
+
+def abi_version() -> int:
+    """The Landlock ABI the running kernel offers; 0 when Landlock is missing or disabled."""
+    if not sys.platform.startswith("linux") or platform.machine() not in _SUPPORTED_MACHINES:
+        return 0
+    libc = _syscall()
+    v = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
+                     ctypes.c_uint32(CREATE_RULESET_VERSION))
+    return int(v) if v > 0 else 0
+
+
+def handled_fs(abi: int) -> int:
+    mask = FS_V1
+    if abi >= 2:
+        mask |= REFER
+    if abi >= 3:
+        mask |= TRUNCATE
+    if abi >= 5:
+        mask |= IOCTL_DEV
+    return mask
+
+
+def thread_count() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 1 if len(os.listdir("/proc/self/task")) == 1 else 2
+
+
+def python_read_paths() -> list[str]:
+    """Directories and files Python (and its lazy imports) must read."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.executable)]
+    for entry in sys.path:
+        if entry and os.path.isabs(entry) and os.path.exists(entry):
+            paths.append(entry)
+    # This package (an editable install lives outside site-packages).
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # Shared libraries, the loader's cache, time zones, CPU topology, locale data.
+    paths += ["/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib",
+              "/usr/local/lib64", "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo",
+              "/sys/devices/system/cpu", "/proc/cpuinfo", "/proc/meminfo"]
+    return paths
+
+
+NETWORK_READ_PATHS = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf",
+                      "/etc/host.conf", "/etc/services", "/etc/protocols", "/etc/ssl", "/etc/pki",
+                      "/etc/ca-certificates", "/usr/share/ca-certificates"]
+DEVICE_PATHS = {"/dev/null": READ_FILE | WRITE_FILE, "/dev/urandom": READ_FILE,
+                "/dev/random": READ_FILE, "/dev/zero": READ_FILE}
+
+
+def plan(workdir: str, *, network: bool = False, extra_read: list[str] | tuple = ()) -> list[tuple[str, int]]:
+    """(path, rights) pairs for :func:`restrict`, deduplicated, nonexistent paths dropped."""
+    rules: dict[str, int] = {}
+
+    def add(path, rights):
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            return
+        if os.path.exists(real):
+            rules[real] = rules.get(real, 0) | rights
+
+    for p in python_read_paths():
+        add(p, READ_ONLY)
+    for p in extra_read:
+        add(p, READ_ONLY)
+    if network:
+        for p in NETWORK_READ_PATHS:
+            add(p, READ_ONLY)
+    # /proc/self resolves now, to this process's own directory.
+    add(f"/proc/{os.getpid()}", READ_ONLY)
+    for p, rights in DEVICE_PATHS.items():
+        add(p, rights)
+    add(workdir, READ_WRITE)
+    return sorted(rules.items())
+
+
+def restrict(workdir: str, *, network: bool = False, extra_read=()) -> dict:
+    """Confine this process (must be single-threaded). Returns what took effect; raises LandlockError."""
+    abi = abi_version()
+    if abi < 1:
+        raise LandlockError(errno.ENOSYS, "Landlock is not available (Linux >= 5.13 with the landlock LSM "
+                                          "enabled is required)")
+    if thread_count() != 1:
+        raise LandlockError(errno.EBUSY, "Landlock must be applied before any thread starts")
+    libc = _syscall()
+    fs = handled_fs(abi)
+    attr = _RulesetAttr(handled_access_fs=fs, handled_access_net=0, scoped=0)
+    size = 8
+    net = False
+    if abi >= 4 and not network:
+        attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+        net = True
+    if abi >= 4:
+        size = 16
+    scoped = []
+    if abi >= 6:
+        attr.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL
+        scoped = ["signal", "abstract_unix_socket"]
+        size = 24
+    ruleset_fd = libc.syscall(ctypes.c_long(SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+                              ctypes.c_uint32(0))
+    if ruleset_fd < 0:
+        e = ctypes.get_errno()
+        raise LandlockError(e, f"landlock_create_ruleset failed: {os.strerror(e)}")
+    granted = []
+    try:
+        for path, rights in plan(workdir, network=network, extra_read=extra_read):
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                allowed = rights & fs
+                if not stat.S_ISDIR(st.st_mode):
+                    allowed &= FILE_RIGHTS
+                if not allowed:
+                    continue
+                rule = _PathBeneathAttr(allowed_access=allowed, parent_fd=fd)
+                r = libc.syscall(ctypes.c_long(SYS_ADD_RULE), ctypes.c_int(ruleset_fd),
+                                 ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+                if r < 0:
+                    e = ctypes.get_errno()
+                    raise LandlockError(e, f"landlock_add_rule({path}) failed: {os.strerror(e)}")
+                granted.append(path)
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            e = ctypes.get_errno()
+            raise LandlockError(e, f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(e)}")
+        if libc.syscall(ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset_fd), ctypes.c_uint32(0)) < 0:
+            e = ctypes.get_errno()
+            raise LandlockError(e, f"landlock_restrict_self failed: {os.strerror(e)}")
+    finally:
+        os.close(ruleset_fd)
+    return {
+        "abi": abi,
+        "filesystem": True,
+        "tcp": net,
+        "scoped": scoped,
+        "writable": [os.path.realpath(workdir)],
+        "rules": len(granted),
+    }

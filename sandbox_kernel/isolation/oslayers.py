@@ -1,0 +1,158 @@
+"""The order in which a worker confines itself, and the record of what took effect.
+
+1. ``early`` (still single-threaded, before numpy starts BLAS threads): Landlock and dropping Linux
+   capabilities, both of which apply to the calling thread and its future threads only.
+2. the worker's trusted warm-up imports (numpy, pandas, plotly, the engine): they already run under
+   Landlock, which proves that lazy imports keep working.
+3. ``late``: rlimits (the address-space baseline is measured after warm-up) and the seccomp filter,
+   synchronised to every thread.
+
+Fail closed: a layer the level requires that cannot be applied raises :class:`LayerError`, unless the
+operator allowed degraded mode, in which case the failure is recorded and reported by ``status()``.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+from . import landlock, rlimits, seccomp
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "riscv64": 91}
+
+LAYERS_BY_LEVEL = {
+    "none": (),
+    "process": ("rlimits",),
+    "kernel": ("rlimits", "landlock", "capabilities", "seccomp"),
+}
+
+
+class LayerError(RuntimeError):
+    """A required OS layer could not be applied (and degraded mode is off)."""
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> dict:
+    """Empty every capability set of this thread (and the bounding and ambient sets)."""
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.restype = ctypes.c_int
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 40
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: nothing to drop then
+    nr = SYS_CAPSET.get(platform.machine())
+    if nr is None:
+        raise OSError("capset: unsupported architecture")
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(ctypes.c_long(nr), ctypes.byref(header), ctypes.byref(data)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"capset failed: {os.strerror(e)}")
+    return {"effective": 0, "root": os.geteuid() == 0}
+
+
+def effective_capabilities() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return -1
+
+
+def platform_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return (f"the 'kernel' isolation level needs Linux (this is {sys.platform}); use --SandboxKernel."
+                "isolation=process, or run the kernel in a Linux container or VM")
+    return None
+
+
+class LayerRecord:
+    def __init__(self, level: str, degraded_ok: bool):
+        self.level = level
+        self.degraded_ok = degraded_ok
+        self.layers: dict[str, dict] = {}
+
+    def attempt(self, name: str, fn, *args, **kwargs):
+        try:
+            detail = fn(*args, **kwargs) or {}
+        except Exception as exc:  # noqa: BLE001 - any failure means the layer is off
+            self.layers[name] = {"active": False, "error": f"{type(exc).__name__}: {exc}"}
+            if not self.degraded_ok:
+                raise LayerError(f"the {name} layer could not be applied: {exc}") from None
+            return None
+        self.layers[name] = {"active": True, **detail}
+        return detail
+
+    def summary(self) -> dict:
+        required = LAYERS_BY_LEVEL[self.level]
+        return {
+            "level": self.level,
+            "required": list(required),
+            "active": [n for n in required if self.layers.get(n, {}).get("active")],
+            "failed": [n for n in required if not self.layers.get(n, {}).get("active")],
+            "degraded": any(not self.layers.get(n, {}).get("active") for n in required),
+            "details": self.layers,
+        }
+
+
+def apply_early(record: LayerRecord, *, workdir: str, network: bool, extra_read=()) -> None:
+    if record.level != "kernel":
+        return
+    problem = platform_problem()
+    if problem:
+        record.attempt("landlock", _raise, problem)
+        record.attempt("capabilities", _raise, problem)
+        return
+    ok, why = seccomp.available()  # load libseccomp now, while the loader can still find it
+    record.attempt("landlock", landlock.restrict, workdir, network=network, extra_read=extra_read)
+    record.attempt("capabilities", drop_capabilities)
+    if not ok:
+        record.layers["seccomp"] = {"active": False, "error": why}
+
+
+def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsize_mb=None,
+               nofile=None) -> None:
+    if record.level == "none":
+        return
+    kw = {}
+    if fsize_mb is not None:
+        kw["fsize_mb"] = fsize_mb
+    if nofile is not None:
+        kw["nofile"] = nofile
+    record.attempt("rlimits", rlimits.apply, memory_mb=memory_mb, **kw)
+    if record.level == "kernel":
+        problem = platform_problem()
+        if problem:
+            record.attempt("seccomp", _raise, problem)
+            return
+        pre = record.layers.get("seccomp")
+        if pre and not pre.get("active"):
+            record.attempt("seccomp", _raise, pre["error"])
+            return
+        record.attempt("seccomp", seccomp.apply, network=network)
+
+
+def _raise(message):
+    raise OSError(message)
