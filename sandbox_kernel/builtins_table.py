@@ -1,0 +1,125 @@
+"""The ``__builtins__`` a cell sees. SECURITY CORE.
+
+A plain dict (CPython's fast global lookups need an exact dict); cells cannot reach it: the name
+``__builtins__`` is refused by the rewriter, and globals(), vars(), frames and function internals are
+not available. The gate functions live here too, under reserved ``__st_*__`` names.
+"""
+from __future__ import annotations
+
+import builtins as _b
+import sys
+
+from .confine import ConfinedFiles
+from .denials import BuiltinDenied, CallDenied
+from .gates import SandboxType, runtime_callable
+
+_SAFE = (
+    "abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod enumerate "
+    "filter float format frozenset hash hex id int isinstance issubclass iter len list map max min next "
+    "object oct ord property range repr reversed round set slice sorted staticmethod str sum super "
+    "tuple zip aiter anext Ellipsis NotImplemented"
+).split()
+
+_EXCEPTIONS = (
+    "ArithmeticError AssertionError AttributeError BufferError EOFError Exception FloatingPointError "
+    "ImportError IndexError KeyError LookupError MemoryError ModuleNotFoundError NameError "
+    "NotImplementedError OSError OverflowError RecursionError ReferenceError RuntimeError StopIteration "
+    "StopAsyncIteration SyntaxError IndentationError TabError TypeError UnboundLocalError UnicodeError "
+    "UnicodeDecodeError UnicodeEncodeError UnicodeTranslateError ValueError ZeroDivisionError "
+    "FileNotFoundError FileExistsError PermissionError IsADirectoryError NotADirectoryError TimeoutError "
+    "ConnectionError BlockingIOError ChildProcessError InterruptedError ProcessLookupError EnvironmentError "
+    "IOError Warning UserWarning DeprecationWarning PendingDeprecationWarning RuntimeWarning SyntaxWarning "
+    "FutureWarning ImportWarning UnicodeWarning BytesWarning ResourceWarning ExceptionGroup EncodingWarning"
+).split()
+
+# Refused with a sentence that says why, instead of a bare NameError.
+_UNAVAILABLE = {
+    "eval": "evaluating strings as code is not allowed",
+    "exec": "executing strings as code is not allowed",
+    "compile": "compiling code objects is not allowed",
+    "globals": "the module namespace object is not available",
+    "vars": "namespace objects are not available",
+    "dir": "listing attributes is not available; use tab completion",
+    "help": "interactive help is not available; use obj? in the notebook is not either, read the docs",
+    "breakpoint": "debuggers are not available",
+    "input": "cells cannot read from standard input",
+    "exit": "cells cannot end the kernel",
+    "quit": "cells cannot end the kernel",
+    "memoryview": "raw memory views are not available",
+    "get_ipython": "IPython's shell is not reachable from the sandbox",
+    "In": "IPython's input history is not reachable from the sandbox",
+    "Out": "IPython's output history is not reachable from the sandbox",
+    "open": "this policy does not allow files",
+}
+
+
+def _unavailable(name: str, why: str, gates):
+    def refuse(*args, **kwargs):
+        gates.deny(BuiltinDenied(name, why))
+    refuse.__name__ = name
+    refuse.__qualname__ = name
+    return runtime_callable(refuse)
+
+
+def make_builtins(engine) -> dict:
+    gates = engine.gates
+    table: dict = {name: getattr(_b, name) for name in _SAFE + _EXCEPTIONS if hasattr(_b, name)}
+    table.update({"True": True, "False": False, "None": None})
+    for name, why in _UNAVAILABLE.items():
+        table[name] = _unavailable(name, why, gates)
+
+    def sandbox_print(*args, sep=" ", end="\n", file=None, flush=False):
+        _b.print(*args, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
+
+    def sandbox_locals():
+        """locals() as a copy without the runtime's names (never the live module namespace)."""
+        frame = sys._getframe(1)
+        return {k: v for k, v in frame.f_locals.items()
+                if not (isinstance(k, str) and (k.startswith("__st_") or k == "__builtins__"))}
+
+    sandbox_print.__name__ = "print"
+    sandbox_locals.__name__ = "locals"
+    table.update({
+        "type": SandboxType,
+        "getattr": runtime_callable(gates.builtin_getattr),
+        "hasattr": runtime_callable(gates.builtin_hasattr),
+        "setattr": runtime_callable(gates.builtin_setattr),
+        "delattr": runtime_callable(gates.builtin_delattr),
+        "pow": runtime_callable(gates.pow),
+        "print": runtime_callable(sandbox_print),
+        "display": runtime_callable(engine._display),
+        "locals": runtime_callable(sandbox_locals),
+        "__build_class__": gates.build_class,
+        # Cells never execute an import bytecode (the rewriter turns every import into a gate call)
+        # and cannot name __import__. What does look it up here is C code of a granted library that
+        # imports lazily while a cell's frame is on top (numpy's _methods): it gets the real one, and
+        # the module it imports goes to that C code, not to the cell.
+        "__import__": _b.__import__,
+        "__name__": "builtins",
+    })
+    if gates.policy.files:
+        files = ConfinedFiles(engine.workdir, gates.deny)
+
+        def sandbox_open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True,
+                         opener=None):
+            if opener is not None or closefd is not True:
+                gates.deny(CallDenied("open() with opener/closefd", "only plain paths can be opened"))
+            return files.open(file, mode, buffering, encoding, errors, newline)
+        sandbox_open.__name__ = "open"
+        table["open"] = runtime_callable(sandbox_open)
+    # The gates, under the reserved names the rewriter emits.
+    table.update({
+        "__st_getattr__": gates.getattr,
+        "__st_write__": gates.write,
+        "__st_augattr__": gates.augattr,
+        "__st_augitem__": gates.augitem,
+        "__st_aug__": gates.aug,
+        "__st_binop__": gates.binop,
+        "__st_sized__": gates.sized,
+        "__st_import__": gates.import_,
+        "__st_importfrom__": gates.importfrom,
+        "__st_importstar__": gates.importstar,
+        "__st_matched__": gates.matched,
+        "__st_tick__": engine.budget._builtins.get("__st_tick__"),
+    })
+    return table

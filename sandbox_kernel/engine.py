@@ -1,0 +1,459 @@
+"""One persistent namespace that runs one cell at a time and reports plain-JSON events.
+
+The engine is the same object in the kernel's process (isolation ``none``) and in a worker; it never
+hands its caller anything but JSON data. Events, in the order a cell produces them:
+
+    {"type": "stream", "name": "stdout"|"stderr", "text": str}
+    {"type": "display", "data": {mime: value}, "metadata": {}}
+    {"type": "result", "data": {mime: value}, "metadata": {}}
+    {"type": "denial", "record": {kind, target, rule, line, policy, hint, message}}
+    {"type": "error", "ename": str, "evalue": str, "traceback": [str], "denial": record | None}
+
+and ``run_cell`` returns the closing ``{"type": "done", ...}`` summary (status, ticks, elapsed_ms,
+policy, denials, truncated, output, charts, error).
+"""
+from __future__ import annotations
+
+import ast
+import builtins as _host_builtins
+import inspect as _inspect
+import keyword
+import os
+import re
+import sys
+import time
+from collections import deque
+from typing import Callable
+
+from . import confine, render
+from .builtins_table import make_builtins
+from .denials import LimitExceeded, SandboxViolation, ValidationDenied
+from .gates import Gates, is_sandbox_class
+from .limits import Budget
+from .policy import Limits, Policy
+from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
+from .streams import OutputStreams
+
+Emit = Callable[[dict], None]
+_CO_COROUTINE = _inspect.CO_COROUTINE
+
+
+class Engine:
+    def __init__(self, policy: Policy, *, workdir: str | None = None):
+        self.policy = policy
+        self.workdir = os.path.realpath(workdir or os.getcwd())
+        self.audit: deque = deque(maxlen=500)
+        self.execution_count = 0
+        self._sources: dict[str, list[str]] = {}
+        confine.install()
+        self.reset()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """A fresh namespace (kernel restart, or after a worker was lost)."""
+        self.builtins: dict = {}
+        self.budget = Budget(self.builtins)
+        self.namespace: dict = {"__name__": "__main__", "__doc__": None, "__builtins__": self.builtins}
+        self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
+                           namespace=self.namespace, display=self._display)
+        self._streams: OutputStreams | None = None
+        self._emit: Emit = lambda e: None
+        self._cell_denials: list = []
+        self._charts: list = []
+        self.builtins.update(make_builtins(self))
+
+    def _use_policy(self, policy: Policy) -> None:
+        if policy is not self.gates.policy:
+            self.gates.set_policy(policy)
+            self.builtins.update(make_builtins(self))
+
+    # -- running a cell ------------------------------------------------------------------------
+
+    def run_cell(self, source: str, *, emit: Emit, policy: Policy | None = None, limits: Limits | None = None,
+                 execution_count: int | None = None) -> dict:
+        policy = policy or self.policy
+        limits = limits or policy.limits
+        self.execution_count = execution_count or self.execution_count + 1
+        filename = cell_filename(self.execution_count)
+        self._use_policy(policy)
+        self._emit = emit
+        self._cell_denials = []
+        self._charts = []
+        streams = self._streams = OutputStreams(emit, limits.output_bytes)
+        started = time.monotonic()
+        error = None
+        result_before = self.namespace.get("result")
+
+        try:
+            compiled = self._compile(source, filename, "exec")
+        except (SyntaxError, ValidationDenied) as exc:
+            error = self._report(exc, source)
+            return self._done(started, policy, error, streams)
+
+        body, last = compiled
+        files = confine.ConfinedFiles(self.workdir, self.gates.deny) if policy.files else confine.NoFiles(self.gates.deny)
+        tokens = confine.enter(files, policy.network, self.gates.deny)
+        saved_streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = streams.stdout, streams.stderr
+        self.budget.start(ticks=limits.ticks, timeout=limits.timeout, memory_mb=limits.memory_mb,
+                          policy_name=policy.name)
+        tripped = None
+        try:
+            try:
+                self._run_code(body)
+                if last is not None:
+                    value = self._run_code(last)
+                    if value is not None:
+                        data = self._bundle(value, limits)
+                        streams.flush()
+                        emit({"type": "result", "data": data, "metadata": {}})
+                self._seed002_result(result_before, limits)
+            except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
+                error = exc
+        finally:
+            tripped = self.budget.stop()
+            sys.stdout, sys.stderr = saved_streams
+            confine.leave(tokens)
+        if tripped is not None and not isinstance(error, LimitExceeded):
+            error = tripped   # the cell swallowed its limit; it still ended because of it
+        if isinstance(error, KeyboardInterrupt):
+            error = _as_cancel(error, policy)
+        streams.close()
+        report = self._report(error, source) if error is not None else None
+        return self._done(started, policy, report, streams)
+
+    def _compile(self, source: str, filename: str, mode: str):
+        """(body code, last-expression code or None). The last expression is displayed as in
+        IPython, unless the cell ends with ';'."""
+        self._sources[filename] = source.splitlines()
+        tree = rewrite(parse_cell(source, filename, mode))
+        last = None
+        if mode == "exec" and tree.body and isinstance(tree.body[-1], ast.Expr) \
+                and not source.rstrip().endswith(";"):
+            expr = ast.Expression(body=tree.body.pop().value)
+            last = compile(expr, filename, "eval", flags=COMPILE_FLAGS, dont_inherit=True)
+        body = compile(tree, filename, mode, flags=COMPILE_FLAGS, dont_inherit=True)
+        return body, last
+
+    def _run_code(self, code):
+        value = eval(code, self.namespace)  # noqa: S307 - code is the rewritten, gated cell
+        if code.co_flags & _CO_COROUTINE:
+            value = _drive(value)
+        return value
+
+    def _bundle(self, value, limits: Limits) -> dict:
+        data = render.bundle(value, self.gates, cap=limits.output_bytes)
+        chart = data.get(render.PLOTLY_MIME)
+        if chart is not None:
+            self._charts.append(chart)
+        return data
+
+    def _display(self, *objs, **kwargs):
+        """The sandbox's ``display()``; also what ``fig.show()`` calls."""
+        limits = self.gates.policy.limits
+        for obj in objs:
+            self._streams.flush() if self._streams else None
+            self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
+
+    def _seed002_result(self, before, limits: Limits) -> None:
+        """A cell that assigns ``result = {"output": ..., "chart": ...}`` publishes both."""
+        result = self.namespace.get("result")
+        if result is before or type(result) is not dict:
+            return
+        output = result.get("output")
+        if output is not None:
+            self._streams.stdout.write(str(output) + "\n")
+        chart = result.get("chart")
+        charts = chart if isinstance(chart, list) else [chart] if chart is not None else []
+        for spec in charts:
+            data = render.chart_from_spec(spec)
+            if data is not None:
+                self._charts.append(data)
+                self._streams.flush()
+                self._emit({"type": "display", "data": {render.PLOTLY_MIME: data,
+                                                        "text/plain": render.figure_summary(data)},
+                            "metadata": {}})
+
+    # -- denials and errors --------------------------------------------------------------------
+
+    def _record_denial(self, exc) -> None:
+        record = exc.record()
+        self._cell_denials.append(record)
+        self.audit.append({**record, "cell": self.execution_count, "time": time.time()})
+        self._emit({"type": "denial", "record": record})
+
+    def _report(self, exc: BaseException, source: str) -> dict:
+        denial = None
+        line = _innermost_cell_line(exc)
+        if isinstance(exc, (SandboxViolation, LimitExceeded)):
+            exc.set_line(line)
+            denial = exc.record()
+            if isinstance(exc, (ValidationDenied, LimitExceeded)) or not any(
+                    d["target"] == denial["target"] and d["kind"] == denial["kind"] for d in self._cell_denials):
+                self._record_denial(exc)
+        elif isinstance(exc, SyntaxError):
+            line = exc.lineno
+        ename = type(exc).__name__
+        evalue = self._scrub(exc.sentence() if isinstance(exc, (SandboxViolation, LimitExceeded)) else str(exc))
+        traceback = self._traceback(exc, ename, evalue)
+        if self._streams is not None:
+            self._streams.close()
+        event = {"type": "error", "ename": ename, "evalue": evalue, "traceback": traceback, "denial": denial}
+        self._emit(event)
+        return {"ename": ename, "evalue": evalue, "traceback": traceback, "line": line}
+
+    def _scrub(self, text: str) -> str:
+        """Error messages never show where the working directory lives on the host."""
+        return text.replace(self.workdir + os.sep, "").replace(self.workdir, ".")
+
+    def _traceback(self, exc: BaseException, ename: str, evalue: str) -> list[str]:
+        lines = []
+        if isinstance(exc, SyntaxError) and not isinstance(exc, SandboxViolation):
+            src = self._sources.get(exc.filename or "", [])
+            if exc.lineno and 0 < exc.lineno <= len(src):
+                lines.append(f"Cell {_cell_label(exc.filename)}, line {exc.lineno}")
+                lines.append("    " + src[exc.lineno - 1].strip())
+            lines.append(f"{ename}: {exc.msg}")
+            return lines
+        tb = exc.__traceback__
+        frames = []
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.startswith(CELL_FILENAME_PREFIX):
+                frames.append((code.co_filename, tb.tb_lineno, code.co_name))
+            tb = tb.tb_next
+        if frames:
+            lines.append("Traceback (most recent call last):")
+            for filename, lineno, name in frames:
+                where = "" if name == "<module>" else f", in {name}"
+                lines.append(f"  Cell {_cell_label(filename)}, line {lineno}{where}")
+                src = self._sources.get(filename, [])
+                if 0 < lineno <= len(src):
+                    lines.append("    " + src[lineno - 1].strip())
+        lines.append(f"{ename}: {evalue}" if evalue else ename)
+        return lines
+
+    def _done(self, started, policy: Policy, error, streams: "OutputStreams") -> dict:
+        return {
+            "type": "done",
+            "status": "error" if error else "ok",
+            "ticks": self.budget.ticks_used(),
+            "elapsed_ms": round((time.monotonic() - started) * 1000, 3),
+            "policy": policy.name,
+            "denials": list(self._cell_denials),
+            "truncated": streams.truncated,
+            "output": streams.captured_stdout(),
+            "charts": list(self._charts),
+            "error": error,
+            "execution_count": self.execution_count,
+        }
+
+    # -- user_expressions ----------------------------------------------------------------------
+
+    def evaluate(self, expression: str, *, policy: Policy | None = None) -> dict:
+        """One expression through the same pipeline and limits as a cell; output is discarded."""
+        events: list = []
+        saved = self.execution_count
+        done = self.run_cell(expression, emit=events.append, policy=policy, execution_count=saved)
+        self.execution_count = saved
+        if done["status"] == "error":
+            err = done["error"]
+            return {"status": "error", "ename": err["ename"], "evalue": err["evalue"],
+                    "traceback": err["traceback"]}
+        results = [e for e in events if e["type"] == "result"]
+        data = results[-1]["data"] if results else {"text/plain": "None"}
+        return {"status": "ok", "data": data, "metadata": {}}
+
+    # -- completion and inspection: static, never runs sandbox code ----------------------------
+
+    _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.?$")
+
+    def complete(self, code: str, cursor_pos: int | None = None) -> dict:
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        m = self._TOKEN.search(code[:cursor_pos])
+        token = m.group(0) if m else ""
+        if "." in token:
+            path, _, prefix = token.rpartition(".")
+            obj, ok = self._resolve_static(path)
+            names = self._visible_attributes(obj) if ok else []
+        else:
+            prefix = token
+            names = self._visible_globals() + keyword.kwlist
+        matches = sorted({n for n in names if n.startswith(prefix)},
+                         key=lambda n: (n.startswith("_"), n.lower()))
+        return {"matches": matches, "cursor_start": cursor_pos - len(prefix), "cursor_end": cursor_pos,
+                "metadata": {}, "status": "ok"}
+
+    def inspect(self, code: str, cursor_pos: int | None = None, detail_level: int = 0) -> dict:
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        end = cursor_pos
+        while end < len(code) and (code[end].isalnum() or code[end] == "_"):
+            end += 1
+        m = self._TOKEN.search(code[:end])
+        token = (m.group(0) if m else "").rstrip(".")
+        if not token:
+            return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
+        obj, ok = self._resolve_static(token)
+        if not ok:
+            return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
+        return {"found": True, "data": {"text/plain": _describe(token, obj)}, "metadata": {}, "status": "ok"}
+
+    def _visible_globals(self) -> list[str]:
+        names = [n for n in self.namespace if not n.startswith("__")]
+        names += [n for n in self.builtins if not n.startswith("_") and n not in _HIDDEN_BUILTINS]
+        return names
+
+    def _resolve_static(self, path: str):
+        """Follow a dotted path through the namespace without running any code: module attributes and
+        class-dict entries only, each step allowed by the policy's name rules."""
+        first, *rest = path.split(".")
+        if first.startswith(GATE_PREFIX) or first.startswith("__"):
+            return None, False
+        if first in self.namespace:
+            obj = self.namespace[first]
+        elif first in self.builtins and first not in _HIDDEN_BUILTINS:
+            obj = self.builtins[first]
+        else:
+            return None, False
+        for attr in rest:
+            if attr not in self._visible_attributes(obj):
+                return None, False
+            found, obj = _static_lookup(obj, attr)
+            if not found:
+                return None, False
+        return obj, True
+
+    def _visible_attributes(self, obj) -> list[str]:
+        gates = self.gates
+        names = set()
+        if type(obj).__name__ == "module" and type(obj).__module__ == "builtins":
+            modname = obj.__dict__.get("__name__")
+            rule = gates.policy.module_rule(modname) if isinstance(modname, str) else None
+            if rule is None:
+                return []
+            for n, v in list(obj.__dict__.items()):
+                if isinstance(n, str) and not n.startswith("_") and rule.attribute_allowed(n) \
+                        and (obj, n) not in gates._denied_pairs:
+                    if type(v).__name__ == "module" and not gates.policy.module_allowed(getattr(v, "__name__", "")):
+                        continue
+                    names.add(n)
+            return sorted(names)
+        is_class = isinstance(obj, type)
+        cls = obj if is_class else type(obj)
+        pools = [k.__dict__ for k in cls.__mro__]
+        inst = _instance_dict(obj) if not is_class else None
+        if inst is not None:
+            pools.append(inst)
+        for pool in pools:
+            for n in list(pool):
+                if not isinstance(n, str):
+                    continue
+                if n.startswith("_") and not (gates._private_readable(obj, is_class, n) and not n.startswith("__")):
+                    continue
+                if n in _NEVER_LISTED or gates._pair_denied(obj, n):
+                    continue
+                names.add(n)
+        return sorted(names)
+
+    def cancel(self) -> None:
+        self.budget.cancel()
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+_HIDDEN_BUILTINS = frozenset()
+_NEVER_LISTED = frozenset({"mro"})
+
+
+def _instance_dict(obj):
+    """The instance __dict__ read through the C descriptor (never a class-level __dict__ property)."""
+    for k in type(obj).__mro__:
+        d = k.__dict__.get("__dict__")
+        if d is not None:
+            if type(d).__name__ != "getset_descriptor":
+                return None
+            try:
+                value = d.__get__(obj, type(obj))
+            except Exception:
+                return None
+            return value if type(value) is dict else None
+    return None
+
+
+def _static_lookup(obj, name):
+    if type(obj).__name__ == "module":
+        if name in obj.__dict__:
+            return True, obj.__dict__[name]
+        return False, None
+    inst = _instance_dict(obj) if not isinstance(obj, type) else None
+    if inst is not None and name in inst:
+        return True, inst[name]
+    cls = obj if isinstance(obj, type) else type(obj)
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            value = k.__dict__[name]
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            return True, value
+    return False, None
+
+
+def _describe(token: str, obj) -> str:
+    kind = type(obj).__name__
+    lines = [f"{token}: {kind}"]
+    doc = None
+    if callable(obj) and (type(obj).__name__ in ("function", "builtin_function_or_method", "method_descriptor")
+                          or isinstance(obj, type)):
+        try:
+            if type(obj).__name__ == "function":
+                code = obj.__code__
+                params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
+            else:
+                lines.append(f"Signature: {obj.__name__}{_inspect.signature(obj)}")
+        except (TypeError, ValueError, AttributeError):
+            pass
+        doc = obj.__doc__ if isinstance(obj.__doc__, str) else None
+    elif isinstance(obj, (int, float, str, bool, list, tuple, dict, set)):
+        text = repr(obj)
+        lines.append(f"Value: {text[:200]}{'...' if len(text) > 200 else ''}")
+    if doc:
+        lines.append("Docstring:\n" + doc.strip()[:2000])
+    return "\n".join(lines)
+
+
+def _drive(coro):
+    """Top-level await: sandbox coroutines only (no event loop is granted to cells)."""
+    try:
+        while True:
+            yielded = coro.send(None)
+            if yielded is not None:
+                coro.close()
+                raise RuntimeError("awaiting objects of an external event loop is not supported in the sandbox")
+    except StopIteration as stop:
+        return stop.value
+
+
+def _innermost_cell_line(exc: BaseException) -> int | None:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _cell_label(filename: str | None) -> str:
+    if filename and filename.startswith(CELL_FILENAME_PREFIX):
+        return f"In[{filename[len(CELL_FILENAME_PREFIX):-1]}]"
+    return "In[?]"
+
+
+def _as_cancel(exc, policy):
+    from .denials import Cancelled
+
+    c = Cancelled("the cell was interrupted", policy=policy.name)
+    c.__traceback__ = exc.__traceback__
+    return c

@@ -1,0 +1,836 @@
+"""The gate functions that rewritten cells call. SECURITY CORE.
+
+The rewriter (rewriter.py) turns ``a.b`` into ``__st_getattr__(a, "b")``, imports into
+``__st_import__``, writes into ``__st_write__`` and so on; this module decides each of those calls.
+Decisions are cached per (type, name) for instances and per (object, name) for modules and classes,
+so a hot attribute costs a dict lookup and a type check.
+
+Three ideas carry the design:
+* Names are checked as exact ``str`` after NFKC normalisation; private and dunder names are hidden
+  except a short list of read-only, harmless dunders, and private names on classes the sandbox itself
+  defined (``self._cache``).
+* What an access *returns* is checked too: a module must be granted, a frame, code object or traceback
+  is never handed out, a function or class from a forbidden module (os, subprocess, ...) is refused
+  however it was reached, and the ``type`` metaclass is replaced by the sandbox's one-argument ``type``.
+* Granted modules and classes are read-only: writes go only to objects the sandbox made.
+"""
+from __future__ import annotations
+
+import builtins as _host_builtins
+import functools
+import importlib
+import itertools
+import operator
+import string
+import sys
+import types
+import unicodedata
+import weakref
+from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, MethodType, ModuleType, TracebackType
+
+import _string
+
+from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
+from .policy import Policy
+from .rewriter import CELL_FILENAME_PREFIX, FRAME_ATTRIBUTES
+
+# ------------------------------------------------------------------------------------------------
+# What is harmless to read
+# ------------------------------------------------------------------------------------------------
+
+# Dunders a cell may read: identity and documentation, and the protocol methods that ordinary
+# code calls explicitly (super().__init__(...), obj.__len__()). Absent on purpose: __dict__ (special
+# rule below), __class__-walking (__bases__, __mro__, __subclasses__), function internals (__globals__,
+# __code__, __closure__, __defaults__), bound-method internals (__self__, __func__), __reduce__*,
+# __getattribute__/__setattr__/__delattr__ (special rule for super()), and the arithmetic dunders that
+# would bypass the size checks (__mul__, __pow__, __lshift__ and their variants).
+SAFE_DUNDERS = frozenset("""
+__name__ __qualname__ __doc__ __module__ __class__ __version__ __all__ __annotations__ __members__
+__match_args__ __slots__ __dataclass_fields__ __dataclass_params__ __wrapped__ __cause__ __context__
+__suppress_context__ __notes__ __init__ __new__ __post_init__ __repr__ __str__ __format__ __bytes__
+__hash__ __bool__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __len__ __length_hint__ __iter__
+__next__ __reversed__ __contains__ __getitem__ __setitem__ __delitem__ __missing__ __call__
+__enter__ __exit__ __aenter__ __aexit__ __aiter__ __anext__ __await__ __int__ __float__ __complex__
+__index__ __round__ __trunc__ __floor__ __ceil__ __abs__ __neg__ __pos__ __invert__ __add__ __radd__
+__iadd__ __sub__ __rsub__ __isub__ __truediv__ __rtruediv__ __itruediv__ __floordiv__ __rfloordiv__
+__ifloordiv__ __mod__ __rmod__ __imod__ __divmod__ __rdivmod__ __and__ __rand__ __iand__ __or__
+__ror__ __ior__ __xor__ __rxor__ __ixor__ __rshift__ __rrshift__ __irshift__ __matmul__ __rmatmul__
+__imatmul__ __copy__ __deepcopy__ __sizeof__ __fspath__ __array__ __array_interface__
+__class_getitem__ __orig_bases__ __parameters__ __args__ __origin__ __total__ __required_keys__
+__optional_keys__ __fields__ __set_name__ __init_subclass__ __del__ __getstate__ __setstate__
+""".split())
+
+# Private names every namedtuple and enum member offers as public API.
+PUBLIC_PRIVATE_NAMES = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults",
+                                  "_value_", "_name_", "_missing_", "_generate_next_value_", "_ignore_",
+                                  "_repr_html_", "_repr_markdown_", "_repr_latex_", "_repr_json_",
+                                  "_repr_png_", "_repr_svg_", "_repr_jpeg_", "_repr_mimebundle_"})
+
+# Modules whose functions and classes a cell never receives, whatever path leads there.
+FORBIDDEN_ORIGINS = frozenset("""
+os posix nt posixpath ntpath genericpath sys subprocess _posixsubprocess importlib _imp ctypes _ctypes
+gc inspect pickle _pickle marshal shutil socket _socket ssl _ssl urllib http ftplib smtplib
+multiprocessing _multiprocessing signal _signal pty code codeop runpy webbrowser threading _thread
+asyncio _asyncio concurrent tempfile sqlite3 _sqlite3 mmap resource platform sysconfig site pkgutil
+zipimport atexit faulthandler tracemalloc pdb bdb trace timeit doctest pydoc IPython ipykernel
+jupyter_client zmq traitlets sandbox_kernel cffi _cffi_backend fcntl termios select selectors
+shelve dbm _dbm _gdbm tarfile zipfile pathlib glob _io _frozen_importlib _frozen_importlib_external
+copyreg weakref _weakref sysconfig _sysconfigdata logging warnings _warnings contextvars
+""".split())
+
+# Builtins that are never handed out, even when a library re-exports them.
+_DANGEROUS_BUILTINS = {id(getattr(_host_builtins, n)) for n in (
+    "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "getattr", "setattr",
+    "delattr", "breakpoint", "input", "help", "exit", "quit", "dir", "__build_class__", "memoryview",
+) if hasattr(_host_builtins, n)}
+_DANGEROUS_BUILTINS |= {id(operator.attrgetter), id(operator.methodcaller), id(string.Formatter)}
+
+_NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
+_INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
+
+# Values that need no check on return: plain data and bound methods of plain data.
+_PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None), list, tuple, dict, set,
+                          frozenset, range, slice, bytearray, MethodType})
+
+# Classes of the standard library that carry no state of their own: a sandbox class that derives
+# only from these (and sandbox classes) is wholly the sandbox's, so its private names and __dict__
+# are the sandbox's business.
+_STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collections_abc",
+                                 "collections.abc", "numbers", "collections", "dataclasses"})
+
+_WRITE_NEVER = frozenset({"__class__", "__bases__", "__dict__", "__mro__", "__base__", "__subclasses__",
+                          "__builtins__", "__globals__", "__code__", "__closure__", "__defaults__",
+                          "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
+                          "__match_args__"}) | FRAME_ATTRIBUTES
+_WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__wrapped__",
+                                        "__annotations__"})
+
+# Size of results built in one step (ints in bits; sequences in bytes, estimated).
+MAX_INT_BITS = 1 << 23
+DEFAULT_MAX_BYTES = 1 << 30
+
+_SANDBOX_CLASSES: "weakref.WeakSet[type]" = weakref.WeakSet()
+# Functions of the runtime that cells are meant to hold (print, display, guarded library calls).
+_RUNTIME_CALLABLES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def runtime_callable(fn):
+    """Mark a function of ours as one a cell may hold and pass around."""
+    _RUNTIME_CALLABLES.add(fn)
+    return fn
+
+
+def is_sandbox_class(cls) -> bool:
+    try:
+        return cls in _SANDBOX_CLASSES
+    except TypeError:
+        return False
+
+
+def is_sandbox_function(fn) -> bool:
+    return type(fn) is FunctionType and fn.__code__.co_filename.startswith(CELL_FILENAME_PREFIX)
+
+
+def _structural(cls) -> bool:
+    return cls is object or cls.__module__ in _STRUCTURAL_MODULES
+
+
+def _wholly_sandboxed(cls) -> bool:
+    return all(is_sandbox_class(k) or _structural(k) for k in cls.__mro__)
+
+
+def _is_class(obj) -> bool:
+    return issubclass(type(obj), type)
+
+
+def _normalise(name) -> str:
+    if type(name) is not str:
+        raise AttributeDenied(repr(name)[:40], "attribute names must be plain str")
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+
+
+def _type_name(obj) -> str:
+    t = obj if _is_class(obj) else type(obj)
+    return getattr(t, "__name__", "object") if type(t.__dict__.get("__name__", "")) is str else "object"
+
+
+def _origin(v) -> str:
+    """The top-level module a function or class comes from ('' when unknown)."""
+    mod = getattr(v, "__module__", None)
+    if type(mod) is not str:
+        return ""
+    return mod.split(".", 1)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# The one-argument type
+# ------------------------------------------------------------------------------------------------
+
+class _SandboxTypeMeta(type):
+    """Makes the sandbox's ``type`` behave as ``type`` for isinstance/issubclass, while calling it
+    with three arguments is refused (dynamic class creation would skip ``__build_class__``)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, type)
+
+    def __subclasscheck__(cls, sub):
+        return isinstance(sub, type) and issubclass(sub, type)
+
+    def __call__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            result = type(args[0])
+            return SandboxType if issubclass(result, type) and result not in ALLOWED_METACLASSES else result
+        raise BuiltinDenied("type() with three arguments", "classes are made with the class statement")
+
+    def __repr__(cls):
+        return "<class 'type'>"
+
+
+class SandboxType(metaclass=_SandboxTypeMeta):
+    __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs):
+        raise BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox")
+
+
+SandboxType.__name__ = SandboxType.__qualname__ = "type"
+SandboxType.__module__ = "builtins"
+
+
+def _allowed_metaclasses():
+    import abc
+    import enum
+
+    allowed = {abc.ABCMeta, enum.EnumMeta}
+    import typing
+
+    for name in ("_ProtocolMeta", "NamedTupleMeta", "_TypedDictMeta"):
+        meta = getattr(typing, name, None)
+        if isinstance(meta, type):
+            allowed.add(meta)
+    return frozenset(allowed)
+
+
+ALLOWED_METACLASSES = _allowed_metaclasses()
+
+
+# ------------------------------------------------------------------------------------------------
+# Gated string formatting
+# ------------------------------------------------------------------------------------------------
+
+class _GatedFormatter(string.Formatter):
+    """str.format whose field names ('{0.attr}') read attributes through the attribute gate."""
+
+    def __init__(self, gates: "Gates"):
+        self._gates = gates
+
+    def get_field(self, field_name, args, kwargs):
+        first, rest = _string.formatter_field_name_split(field_name)
+        obj = self.get_value(first, args, kwargs)
+        for is_attr, key in rest:
+            if is_attr and type(key) is str and key.startswith("_"):
+                self._gates.deny(AttributeDenied(f"'{key}' in a format field",
+                                                 "format fields may read public attributes only"))
+            obj = self._gates.getattr(obj, key) if is_attr else obj[key]
+        return obj, first
+
+
+# ------------------------------------------------------------------------------------------------
+# Decisions
+# ------------------------------------------------------------------------------------------------
+
+_ALLOW = 1      # read, then check the value's type
+_ALLOW_PURE = 2  # read, the value was checked once (module attributes)
+
+
+class Gates:
+    """All gates for one engine and one policy at a time."""
+
+    def __init__(self, policy: Policy, *, on_denial=None, budget=None, namespace=None, display=None):
+        self.on_denial = on_denial or (lambda exc: None)
+        self.budget = budget
+        self.namespace = namespace
+        self.display = display
+        self.formatter = _GatedFormatter(self)
+        self.set_policy(policy)
+
+    def set_policy(self, policy: Policy) -> None:
+        self.policy = policy
+        self._cache: dict = {}
+        self._module_cache: dict = {}
+        self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
+        self._denied_pairs: set = set()   # (class or module, attribute)
+        self._unresolved = list(policy.object_deny)
+        self._resolve_object_rules()
+        self.max_bytes = (policy.limits.memory_mb * 1024 * 1024) if policy.limits.memory_mb else DEFAULT_MAX_BYTES
+
+    # -- denial plumbing -------------------------------------------------------------------------
+
+    def deny(self, exc: SandboxViolation):
+        exc.policy = exc.policy or self.policy.name
+        exc.set_line(_cell_line())
+        exc.args = (exc.sentence(),)
+        self.on_denial(exc)
+        raise exc
+
+    # -- object rules (pandas.DataFrame.query ...) resolved to identities ------------------------
+
+    def _resolve_object_rules(self) -> None:
+        still = []
+        for path in self._unresolved:
+            owner, attr = _resolve_path(path)
+            if owner is None:
+                still.append(path)
+                continue
+            self._denied_pairs.add((owner, attr))
+            value = owner.__dict__.get(attr) if isinstance(getattr(owner, "__dict__", None), dict) or _is_class(owner) else None
+            if value is None:
+                try:
+                    value = getattr(owner, attr)
+                except Exception:
+                    value = None
+            if value is not None and not isinstance(value, (int, float, str)):
+                self._denied_values.add(id(value))
+                self._keep_alive = getattr(self, "_keep_alive", []) + [value]
+        self._unresolved = still
+
+    def _pair_denied(self, obj, name) -> bool:
+        if not self._denied_pairs:
+            return False
+        if type(obj) is ModuleType:
+            return (obj, name) in self._denied_pairs
+        cls = obj if _is_class(obj) else type(obj)
+        try:
+            mro = cls.__mro__
+        except AttributeError:
+            return False
+        return any((k, name) in self._denied_pairs for k in mro)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def getattr(self, obj, name):
+        """``__st_getattr__(obj, name)``: the value of ``obj.name`` if the policy allows it."""
+        t = type(obj)
+        key = (t, name)
+        try:
+            decision = self._cache[key]
+        except (KeyError, TypeError):
+            decision = self._decide(obj, t, name)
+        if decision is _ALLOW:
+            value = getattr(obj, name)
+            if type(value) in _PLAIN_TYPES:
+                return value
+            return self._check_value(value, obj, name)
+        if decision is _ALLOW_PURE:
+            return getattr(obj, name)
+        return decision(obj)
+
+    def _decide(self, obj, t, name):
+        """Returns _ALLOW, _ALLOW_PURE or a callable producing the value (substitution); raises when
+        the access is denied. Caches where the decision depends only on the key."""
+        n = _normalise(name)
+        if t is ModuleType:
+            return self._decide_module(obj, n)
+        if t in _INTERNAL_TYPES:
+            self.deny(AttributeDenied(f"'{n}' of a {t.__name__} object", "interpreter internals are hidden"))
+        if n in _NAMES_READ_NEVER:
+            self.deny(AttributeDenied(f"'{n}'", "frames, code objects and class hierarchies are hidden"))
+        is_class = _is_class(obj)
+        if t is super:
+            return self._decide_super(obj, n)
+        if n.startswith("_"):
+            if not self._private_readable(obj, is_class, n):
+                self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}",
+                                          "private and dunder attributes are hidden",
+                                          hint=None if n.startswith("__") else
+                                          "private names are readable only on classes defined in the sandbox"))
+        if self._pair_denied(obj, n):
+            self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
+        subst = self._substitute(obj, t, is_class, n)
+        decision = subst or _ALLOW
+        if not is_class:
+            self._cache[(t, name)] = decision
+        return decision
+
+    def _private_readable(self, obj, is_class, n) -> bool:
+        if n.startswith("__") and n.endswith("__"):
+            if n in SAFE_DUNDERS:
+                return True
+            if n == "__dict__":
+                cls = obj if is_class else type(obj)
+                return is_sandbox_class(cls) and _wholly_sandboxed(cls)
+            return False
+        if n in PUBLIC_PRIVATE_NAMES:
+            return True
+        cls = obj if is_class else type(obj)
+        return self._private_on_sandbox_class(cls, n)
+
+    @staticmethod
+    def _private_on_sandbox_class(cls, n) -> bool:
+        if not is_sandbox_class(cls):
+            return False
+        for k in cls.__mro__:
+            if n in k.__dict__:
+                return is_sandbox_class(k) or _structural(k)
+        return _wholly_sandboxed(cls)
+
+    def _decide_super(self, obj, n):
+        """super() reads follow the rules of the instance it is bound to; super().__setattr__ and
+        friends are handed out only wrapped in the write gate."""
+        self_class = obj.__self_class__
+        if n in ("__setattr__", "__delattr__"):
+            target = obj.__self__
+            if self_class is None or not is_sandbox_class(self_class):
+                self.deny(AttributeDenied(f"'{n}' of super()", "only classes defined in the sandbox may use it"))
+            bound = getattr(obj, n)
+
+            def gated(attr, *value):
+                self.write(target, attr)
+                return bound(attr, *value)
+            return lambda _obj: runtime_callable(gated)
+        if n == "__getattribute__":
+            target = obj.__self__
+            bound = getattr(obj, n)
+
+            def gated_read(attr):
+                a = _normalise(attr)
+                if a.startswith("_") and not self._private_readable(target, False, a) or a in _NAMES_READ_NEVER:
+                    self.deny(AttributeDenied(f"'{a}'", "private and dunder attributes are hidden"))
+                return self._check_value(bound(attr), target, a)
+            return lambda _obj: runtime_callable(gated_read)
+        if n.startswith("_") and not (n in SAFE_DUNDERS or n in PUBLIC_PRIVATE_NAMES or
+                                      (self_class is not None and self._private_on_sandbox_class(self_class, n))):
+            self.deny(AttributeDenied(f"'{n}' of super()", "private and dunder attributes are hidden"))
+        return _ALLOW
+
+    def _substitute(self, obj, t, is_class, n):
+        """Safe stand-ins for a few attributes whose real value would escape the gates."""
+        if n in ("format", "format_map"):
+            if (is_class and issubclass(obj, str)) or (not is_class and isinstance(obj, str)):
+                fmt = self.formatter
+                if is_class:
+                    if n == "format":
+                        return lambda _o: runtime_callable(lambda s, *a, **k: fmt.vformat(_as_str(s), a, k))
+                    return lambda _o: runtime_callable(lambda s, m: fmt.vformat(_as_str(s), (), m))
+                if n == "format":
+                    return lambda o: runtime_callable(lambda *a, **k: fmt.vformat(str.__str__(o), a, k))
+                return lambda o: runtime_callable(lambda m: fmt.vformat(str.__str__(o), (), m))
+        if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
+            display = self.display
+            return lambda fig: runtime_callable(lambda *a, **k: display(fig))
+        if n in ("write_html", "to_html") and not is_class and _is_plotly_figure(t):
+            return lambda fig: _no_auto_open(getattr(fig, n))
+        return None
+
+    def _check_value(self, value, obj=None, name=None):
+        """What a read returns must itself be something the cell may hold."""
+        t = type(value)
+        if t is ModuleType:
+            modname = value.__dict__.get("__name__")
+            if type(modname) is not str or not self.policy.module_allowed(modname):
+                self.deny(AttributeDenied(f"module '{modname}' reached through '{name}'",
+                                          "this module is not granted", hint=self._modules_hint()))
+            return value
+        if t in _INTERNAL_TYPES:
+            self.deny(AttributeDenied(f"'{name}'", "frames, code objects and tracebacks are hidden"))
+        if id(value) in self._denied_values:
+            self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
+        if issubclass(t, type):
+            if issubclass(value, type) and value not in ALLOWED_METACLASSES:
+                return SandboxType
+            if _origin(value) in FORBIDDEN_ORIGINS:
+                self.deny(AttributeDenied(f"'{name}'", f"classes from '{value.__module__}' are not available"))
+            return value
+        if t is FunctionType or t is BuiltinFunctionType or t is functools.partial:
+            target = value.func if t is functools.partial else value
+            if is_sandbox_function(target) or target in _RUNTIME_CALLABLES:
+                return value
+            if id(target) in self._denied_values:
+                self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
+            owner = getattr(target, "__self__", None)
+            if t is BuiltinFunctionType and owner is not None and type(owner) is not ModuleType:
+                return value  # a bound builtin method of an object the cell already holds
+            if _origin(target) in FORBIDDEN_ORIGINS:
+                self.deny(AttributeDenied(f"'{name}'",
+                                          f"functions from '{target.__module__}' are not available"))
+            subst = _CALL_GUARDS.get(id(target))
+            if subst is not None:
+                return subst(value, self)
+        return value
+
+    def _modules_hint(self) -> str:
+        return "granted modules: " + ", ".join(self.policy.allowed_top_modules())
+
+    def _decide_module(self, mod, n):
+        try:
+            return self._module_cache[(mod, n)]
+        except KeyError:
+            pass
+        modname = mod.__dict__.get("__name__")
+        rule = self.policy.module_rule(modname) if type(modname) is str else None
+        if rule is None:
+            self.deny(AttributeDenied(f"'{n}' of module '{modname}'", "this module is not granted"))
+        if n.startswith("_") and n not in ("__name__", "__doc__", "__version__", "__all__"):
+            self.deny(AttributeDenied(f"'{modname}.{n}'", "private module attributes are hidden"))
+        if not rule.attribute_allowed(n) or (mod, n) in self._denied_pairs:
+            self.deny(AttributeDenied(f"'{modname}.{n}'", "this attribute is disabled by the policy"))
+        try:
+            value = getattr(mod, n)
+        except AttributeError:
+            sub = f"{modname}.{n}"
+            if sub in sys.modules or not self.policy.module_allowed(sub):
+                raise
+            raise AttributeError(f"module '{modname}' has no attribute '{n}' (try 'import {sub}')") from None
+        checked = self._check_value(value, mod, f"{modname}.{n}")
+        if checked is value and type(value) is not ModuleType:
+            decision = _ALLOW_PURE
+        else:
+            decision = (lambda v: lambda _m: v)(checked) if checked is not value else _ALLOW
+        self._module_cache[(mod, n)] = decision
+        return decision
+
+    # -- builtins that read attributes ----------------------------------------------------------
+
+    def builtin_getattr(self, obj, name, *default):
+        if len(default) > 1:
+            raise TypeError(f"getattr expected at most 3 arguments, got {2 + len(default)}")
+        try:
+            return self.getattr(obj, name)
+        except SandboxViolation:
+            raise
+        except AttributeError:
+            if default:
+                return default[0]
+            raise
+
+    def builtin_hasattr(self, obj, name):
+        """A question, not an access: a hidden attribute is simply absent (no denial is recorded)."""
+        try:
+            decision = self._cache.get((type(obj), name)) if type(name) is str else None
+        except TypeError:
+            decision = None
+        saved = self.on_denial
+        self.on_denial = lambda exc: None
+        try:
+            self.getattr(obj, name) if decision is None else self.getattr(obj, name)
+            return True
+        except AttributeError:
+            return False
+        finally:
+            self.on_denial = saved
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def write(self, obj, name):
+        """``__st_write__(obj, name)``: returns obj when ``obj.name = ...`` / ``del obj.name`` is allowed."""
+        t = type(obj)
+        try:
+            if self._cache[("w", t, name)]:
+                return obj
+        except (KeyError, TypeError):
+            pass
+        n = _normalise(name)
+        if t is ModuleType:
+            self.deny(AttributeDenied(f"'{n}' of module '{obj.__dict__.get('__name__')}'",
+                                      "modules are read-only in the sandbox"))
+        if t in _INTERNAL_TYPES or n in _WRITE_NEVER:
+            self.deny(AttributeDenied(f"'{n}' (write)", "this attribute cannot be changed in the sandbox"))
+        if _is_class(obj):
+            if not is_sandbox_class(obj):
+                self.deny(AttributeDenied(f"'{n}' of class {_type_name(obj)} (write)",
+                                          "classes not defined in the sandbox are read-only"))
+            return obj
+        if t is FunctionType or t is BuiltinFunctionType or t is MethodType:
+            if not is_sandbox_function(obj) or (n.startswith("__") and n not in _WRITABLE_FUNCTION_DUNDERS):
+                self.deny(AttributeDenied(f"'{n}' of a function (write)",
+                                          "only functions defined in the sandbox can be changed"))
+            return obj
+        if n.startswith("_"):
+            cls = t
+            if not self._private_on_sandbox_class(cls, n) or (n.startswith("__") and n.endswith("__")
+                                                               and n not in SAFE_DUNDERS):
+                self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)",
+                                          "private attributes are writable only on classes defined in the sandbox"))
+        if self._pair_denied(obj, n):
+            self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
+        self._cache[("w", t, name)] = True
+        return obj
+
+    def builtin_setattr(self, obj, name, value):
+        setattr(self.write(obj, name), name, value)
+
+    def builtin_delattr(self, obj, name):
+        delattr(self.write(obj, name), name)
+
+    def augattr(self, obj, name, op, value):
+        """``a.b op= v``: a gated read, the operation (size-checked), a gated write."""
+        current = self.getattr(obj, name)
+        result = self.apply_inplace(current, op, value)
+        setattr(self.write(obj, name), name, result)
+
+    def augitem(self, container, key, op, value):
+        container[key] = self.apply_inplace(container[key], op, value)
+
+    def aug(self, current, op, value):
+        return self.apply_inplace(current, op, value)
+
+    def apply_inplace(self, current, op, value):
+        sym = op[:-1]
+        if sym in _SIZED_OPS:
+            self.check_size(current, sym, value)
+        return _INPLACE[sym](current, value)
+
+    # -- sizes -----------------------------------------------------------------------------------
+
+    def binop(self, a, op, b):
+        """``a * b``, ``a ** b``, ``a << b``, refused before they start when the result would be huge."""
+        ta = type(a)
+        tb = type(b)
+        if ta is float or tb is float:
+            return _BINARY[op](a, b)
+        self.check_size(a, op, b)
+        return _BINARY[op](a, b)
+
+    def check_size(self, a, op, b):
+        ta, tb = type(a), type(b)
+        if op == "*":
+            if ta is int and tb is int:
+                if a.bit_length() + b.bit_length() > MAX_INT_BITS:
+                    self._too_large(f"the integer product ({a.bit_length() + b.bit_length():,} bits)")
+                return
+            seq, count = (a, b) if tb is int or tb is bool else (b, a) if ta is int or ta is bool else (None, 0)
+            if seq is not None and type(seq) in _SEQ_ITEM_BYTES and count > 0:
+                size = len(seq) * count * _SEQ_ITEM_BYTES[type(seq)]
+                if size > self.max_bytes:
+                    self._too_large(f"repeating a {type(seq).__name__} {count:,} times (~{size:,} bytes)")
+        elif op == "**":
+            if ta is int and tb is int and b > 0 and abs(a) > 1:
+                bits = (a.bit_length() - 1) * b
+                if bits > MAX_INT_BITS:
+                    self._too_large(f"{a.bit_length()}-bit integer to the power {b:,} (~{bits:,} bits)")
+        elif op == "<<":
+            if ta is int and tb is int and a and a.bit_length() + b > MAX_INT_BITS:
+                self._too_large(f"shifting an integer left by {b:,} bits")
+
+    def _too_large(self, what):
+        self.deny(SizeDenied(what, f"results are capped at {MAX_INT_BITS:,} bits for integers and "
+                                   f"{self.max_bytes:,} bytes for sequences"))
+
+    def sized(self, fn, *args, **kwargs):
+        """``list(x)`` and friends: the length of x is charged as ticks (and checked against the size
+        cap) before the call consumes it in C."""
+        if id(fn) in _SIZED_BUILTINS and args:
+            first = args[0]
+            if (fn is bytes or fn is bytearray) and type(first) is int:
+                n = first
+                if n > self.max_bytes:
+                    self._too_large(f"{fn.__name__}({n:,})")
+            else:
+                n = operator.length_hint(first, 0)
+                if n * 8 > self.max_bytes and fn is not sum and fn is not any and fn is not all \
+                        and fn is not min and fn is not max:
+                    self._too_large(f"{fn.__name__}() of {n:,} items")
+            if n > 1000 and self.budget is not None:
+                self.budget.charge(n)
+        return fn(*args, **kwargs)
+
+    def pow(self, base, exp, mod=None):
+        if mod is None:
+            self.check_size(base, "**", exp)
+            return pow(base, exp)
+        return pow(base, exp, mod)
+
+    # -- imports ---------------------------------------------------------------------------------
+
+    def import_module(self, name: str):
+        if type(name) is not str:
+            self.deny(ImportDenied(repr(name)[:40], "module names must be plain str"))
+        rule = self.policy.module_rule(name)
+        if rule is None:
+            self.deny(ImportDenied(name, "this module is not granted", hint=self._modules_hint()))
+        mod = importlib.import_module(name)
+        if self._unresolved:
+            self._resolve_object_rules()
+        register_library_guards()
+        return mod
+
+    def import_(self, name, as_leaf):
+        """``import a.b`` binds the top package a; ``import a.b as c`` binds a.b."""
+        mod = self.import_module(name)
+        if as_leaf or "." not in name:
+            return mod
+        top = name.split(".", 1)[0]
+        return self.import_module(top)
+
+    def importfrom(self, modname, names):
+        mod = self.import_module(modname)
+        out = []
+        for n in names:
+            try:
+                out.append(self.getattr(mod, n))
+            except SandboxViolation:
+                raise
+            except AttributeError:
+                sub = f"{modname}.{n}"
+                if self.policy.module_allowed(sub):
+                    try:
+                        out.append(self.import_module(sub))
+                        continue
+                    except ImportError:
+                        pass
+                raise ImportError(f"cannot import name '{n}' from '{modname}'") from None
+        return tuple(out)
+
+    def importstar(self, modname):
+        mod = self.import_module(modname)
+        names = mod.__dict__.get("__all__")
+        if not isinstance(names, (list, tuple)):
+            names = [n for n in mod.__dict__ if not n.startswith("_")]
+        saved = self.on_denial
+        self.on_denial = lambda exc: None
+        try:
+            for n in names:
+                if type(n) is not str or n.startswith("_"):
+                    continue
+                try:
+                    self.namespace[n] = self.getattr(mod, n)
+                except (AttributeError, SandboxViolation):
+                    continue
+        finally:
+            self.on_denial = saved
+
+    # -- match and classes -----------------------------------------------------------------------
+
+    def matched(self, *values):
+        """Values bound by a class pattern are checked like attribute reads."""
+        for v in values:
+            if type(v) not in _PLAIN_TYPES:
+                self._check_value(v, None, "a value bound by a class pattern")
+        return True
+
+    def build_class(self, func, name, *bases, **kwargs):
+        """The class statement: bases and metaclass are checked, the class is recorded as the sandbox's."""
+        for b in bases:
+            if b is SandboxType or (_is_class(b) and issubclass(b, type)):
+                self.deny(BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox"))
+        meta = kwargs.get("metaclass")
+        if meta is SandboxType:
+            kwargs.pop("metaclass")
+        elif meta is not None and meta not in ALLOWED_METACLASSES:
+            self.deny(BuiltinDenied(f"metaclass {getattr(meta, '__name__', '?')}",
+                                    "only abc.ABCMeta and enum metaclasses can be used"))
+        cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)
+        if _is_class(cls):
+            _SANDBOX_CLASSES.add(cls)
+        return cls
+
+
+def _as_str(s):
+    if not isinstance(s, str):
+        raise TypeError("descriptor 'format' requires a 'str' object")
+    return str.__str__(s)
+
+
+def _is_plotly_figure(t) -> bool:
+    for k in t.__mro__:
+        if k.__name__ == "BaseFigure" and k.__module__ == "plotly.basedatatypes":
+            return True
+    return False
+
+
+def _no_auto_open(method):
+    def guarded(*args, **kwargs):
+        if kwargs.get("auto_open"):
+            raise CallDenied("with auto_open=True", "opening a browser is not allowed")
+        return method(*args, **kwargs)
+    return runtime_callable(guarded)
+
+
+def _resolve_path(path: str):
+    """'pandas.DataFrame.query' -> (DataFrame class, 'query') once pandas is imported, else (None, _)."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        modname = ".".join(parts[:i])
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        owner = mod
+        try:
+            for p in parts[i:-1]:
+                owner = getattr(owner, p)
+        except AttributeError:
+            return None, parts[-1]
+        return owner, parts[-1]
+    return None, parts[-1]
+
+
+def _cell_line() -> int | None:
+    """The line of the innermost cell frame on the stack (where the denied request came from)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Operators and sized builtins
+# ------------------------------------------------------------------------------------------------
+
+_BINARY = {"*": operator.mul, "**": operator.pow, "<<": operator.lshift}
+_SIZED_OPS = frozenset(_BINARY)
+_INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": operator.imatmul,
+            "/": operator.itruediv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
+            ">>": operator.irshift, "|": operator.ior, "^": operator.ixor, "&": operator.iand,
+            "//": operator.ifloordiv}
+_SEQ_ITEM_BYTES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
+_SIZED_BUILTINS = {id(f) for f in (list, tuple, set, frozenset, dict, bytes, bytearray, sorted, sum, min, max,
+                                   any, all, str)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Guards for granted functions with a dangerous argument, and endless iterators
+# ------------------------------------------------------------------------------------------------
+
+def _guard_numpy_load(fn, gates):
+    @functools.wraps(fn)
+    def load(*args, **kwargs):
+        if kwargs.get("allow_pickle"):
+            gates.deny(CallDenied("numpy.load(allow_pickle=True)", "loading pickles can run arbitrary code"))
+        kwargs["allow_pickle"] = False
+        return fn(*args, **kwargs)
+    return runtime_callable(load)
+
+
+def _guard_endless(fn, gates):
+    """itertools.count(), cycle() and repeat() without a count can feed a C loop forever
+    (sum(count())); the sandbox's versions tick on every item."""
+    def ticking(*args, **kwargs):
+        it = fn(*args, **kwargs)
+        if fn is itertools.repeat and (len(args) > 1 or "times" in kwargs):
+            return it
+        return _ticking_iter(it, gates)
+    ticking.__name__ = fn.__name__
+    ticking.__doc__ = fn.__doc__
+    return runtime_callable(ticking)
+
+
+def _ticking_iter(it, gates):
+    check = gates.budget.charge if gates.budget is not None else (lambda n: None)
+    for item in it:
+        check(1)
+        yield item
+
+
+_CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard_endless,
+                id(itertools.repeat): _guard_endless}
+_KEEP: list = []
+
+
+def register_library_guards() -> None:
+    """Guards for library functions, registered once their library has been imported."""
+    np = sys.modules.get("numpy")
+    if np is not None and id(np.load) not in _CALL_GUARDS:
+        _CALL_GUARDS[id(np.load)] = _guard_numpy_load
+        _KEEP.append(np.load)

@@ -1,0 +1,202 @@
+"""Per-cell budgets: ticks, wall time, memory, cancellation. SECURITY CORE.
+
+Why ticks cost almost nothing: the rewriter puts ``__st_tick__()`` at every loop iteration, function
+entry and comprehension step. ``__st_tick__`` is the ``__next__`` of an ``itertools.chain`` over
+``repeat(None, CHUNK)`` blocks, so a tick is one C call; only once per CHUNK ticks does the chain call back
+into Python (``_refill``), where the tick, time and cancellation checks run.
+
+Why limits cannot be swallowed: once a budget trips, the tick function is replaced by one that raises the
+same LimitExceeded every time, and (in the main thread) a repeating SIGALRM raises it again, so an
+``except BaseException`` or a ``finally`` that loops only earns a re-raise at its next tick; the engine
+reports the trip even if the cell ends "normally" afterwards.
+
+Memory (in the kernel's process, level ``none``): RLIMIT_AS is process-wide and would break the kernel
+itself, so we never set it in-process. Instead the alarm handler reads the resident set size every
+ALARM_INTERVAL and trips when it has grown by more than the limit since the cell started; sizes of
+obviously huge results are refused before they are built (gates.py). Worker levels add real rlimits.
+"""
+from __future__ import annotations
+
+import _io
+import itertools
+import operator
+import os
+import signal
+import threading
+import time
+
+from .denials import Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded
+
+CHUNK = 10_000
+ALARM_INTERVAL = 0.05
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int:
+    """Current resident set size of this process (0 where /proc is missing)."""
+    try:
+        with _io.open("/proc/self/statm", "rb") as fh:  # _io: never the confined open
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class Budget:
+    """The budget of the cell that is running, shared with the gates through the tick function."""
+
+    def __init__(self, builtins_dict: dict):
+        self._builtins = builtins_dict
+        self._lock = threading.Lock()
+        self.tripped: LimitExceeded | None = None
+        self.running = False
+        self._cancel_requested = False
+        self._idle()
+
+    # -- arming ----------------------------------------------------------------------------------
+
+    def start(self, *, ticks, timeout, memory_mb, policy_name):
+        self.policy_name = policy_name
+        self.tick_limit = ticks
+        self.timeout = timeout
+        self.memory_limit = memory_mb * 1024 * 1024 if memory_mb else None
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout if timeout else None
+        self.rss_start = resident_bytes() if self.memory_limit else 0
+        self.tripped = None
+        self._cancel_requested = False
+        self._full_chunks = 0
+        self._extra = 0
+        self._chunk = min(CHUNK, ticks) if ticks else CHUNK
+        self._current = None
+        self.running = True
+        self._install(itertools.chain.from_iterable(self._refills()).__next__)
+        self._arm_alarm()
+
+    def stop(self) -> LimitExceeded | None:
+        """Disarm and return the limit that tripped during the cell, if any."""
+        self._disarm_alarm()
+        self._ticks_final = self.ticks_used()
+        self.running = False
+        self._idle()
+        return self.tripped
+
+    def _install(self, fn):
+        self._builtins["__st_tick__"] = fn
+
+    def _idle(self):
+        """Between cells, sandbox code (a __del__, a generator finaliser) may not run at all."""
+        self._install(_raise_idle)
+
+    # -- accounting ------------------------------------------------------------------------------
+
+    def _refills(self):
+        while True:
+            self._current = itertools.repeat(None, self._chunk)
+            yield self._current
+            self._full_chunks += 1
+            self.check()
+
+    def ticks_used(self) -> int:
+        if not self.running:
+            return getattr(self, "_ticks_final", 0)
+        current = 0 if self._current is None else self._chunk - operator.length_hint(self._current)
+        return self._full_chunks * self._chunk + current + self._extra
+
+    def charge(self, n: int) -> None:
+        """Charge work done in C (list(range(n)) costs n ticks) before it starts."""
+        if not self.running:
+            _raise_idle()
+        self._extra += n
+        if self.tick_limit is not None and self.ticks_used() > self.tick_limit:
+            self.trip(TickLimitExceeded(
+                f"tick limit exceeded: {self.tick_limit:,} ticks (policy '{self.policy_name}'); "
+                f"this operation alone needs {n:,}", policy=self.policy_name))
+        self.check()
+
+    def check(self) -> None:
+        if self.tripped is not None:
+            raise self.tripped
+        if not self.running:
+            _raise_idle()
+        if self._cancel_requested:
+            self.trip(Cancelled("the cell was interrupted", policy=self.policy_name))
+        if self.tick_limit is not None and self.ticks_used() >= self.tick_limit:
+            self.trip(TickLimitExceeded(
+                f"tick limit exceeded: {self.tick_limit:,} ticks (policy '{self.policy_name}')",
+                policy=self.policy_name))
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.trip(TimeLimitExceeded(
+                f"time limit exceeded: {self.timeout:g} s (policy '{self.policy_name}')", policy=self.policy_name))
+        if self.memory_limit is not None:
+            grown = resident_bytes() - self.rss_start
+            if grown > self.memory_limit:
+                self.trip(MemoryLimitExceeded(
+                    f"memory limit exceeded: {self.memory_limit // (1024 * 1024)} MB (policy '{self.policy_name}')",
+                    policy=self.policy_name))
+
+    def trip(self, exc: LimitExceeded):
+        with self._lock:
+            if self.tripped is None:
+                self.tripped = exc
+        tripped = self.tripped
+
+        def sticky():
+            raise tripped
+
+        self._install(sticky)
+        raise tripped
+
+    def remaining_bytes(self) -> int | None:
+        return self.memory_limit
+
+    # -- cancellation and the alarm -------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Thread-safe: the next tick chunk or alarm ends the cell."""
+        self._cancel_requested = True
+        if self.running:
+            exc = Cancelled("the cell was interrupted", policy=getattr(self, "policy_name", None))
+            with self._lock:
+                if self.tripped is None:
+                    self.tripped = exc
+            tripped = self.tripped
+
+            def sticky():
+                raise tripped
+
+            self._install(sticky)
+            if self._alarm_armed and threading.current_thread() is not threading.main_thread():
+                try:
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
+                except (OSError, ValueError, AttributeError):
+                    pass
+
+    _alarm_armed = False
+
+    def _arm_alarm(self):
+        self._alarm_armed = False
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            return
+        try:
+            self._old_alarm = signal.signal(signal.SIGALRM, self._on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, ALARM_INTERVAL, ALARM_INTERVAL)
+            self._alarm_armed = True
+        except (ValueError, OSError):
+            pass
+
+    def _disarm_alarm(self):
+        if not self._alarm_armed:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, self._old_alarm or signal.SIG_DFL)
+        self._alarm_armed = False
+
+    def _on_alarm(self, signum, frame):
+        """Interrupts pure-Python code between any two bytecodes, and blocking calls such as
+        time.sleep; C code that never returns to the interpreter needs the worker's hard kill."""
+        if self.running:
+            self.check()
+
+
+def _raise_idle():
+    raise LimitExceeded("sandboxed code cannot run outside a cell")

@@ -1,0 +1,131 @@
+"""stdout/stderr of a cell: sent as stream events while the cell runs, capped per cell.
+
+Up to half the cap is passed on live; past it, only the last half-cap is kept and sent at the end,
+after a marker saying how much was cut (head + tail, as a person reading a flood wants it).
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+FLUSH_INTERVAL = 0.05
+FLUSH_BYTES = 8192
+
+
+class _Stream:
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, owner: "OutputStreams", name: str):
+        self._owner = owner
+        self.name = name
+
+    def write(self, text) -> int:
+        if type(text) is not str:
+            if isinstance(text, str):
+                text = str.__str__(text)
+            else:
+                raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._owner.write(self.name, text)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._owner.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+
+class OutputStreams:
+    def __init__(self, emit, cap: int):
+        self._emit = emit
+        self._head_budget = cap // 2
+        self._tail_budget = cap - self._head_budget
+        self._pending: list[tuple[str, str]] = []
+        self._pending_size = 0
+        self._last_flush = time.monotonic()
+        self._tail: deque = deque()
+        self._tail_size = 0
+        self._cut = 0
+        self._captured: list[str] = []
+        self.truncated = False
+        self.stdout = _Stream(self, "stdout")
+        self.stderr = _Stream(self, "stderr")
+
+    def write(self, name: str, text: str) -> None:
+        if not text:
+            return
+        if self._head_budget > 0:
+            head = text[: self._head_budget]
+            self._head_budget -= len(head)
+            self._queue(name, head)
+            text = text[len(head):]
+            if not text:
+                return
+        self.truncated = True
+        self._tail.append((name, text))
+        self._tail_size += len(text)
+        while self._tail_size > self._tail_budget and self._tail:
+            n, t = self._tail[0]
+            over = self._tail_size - self._tail_budget
+            if len(t) <= over:
+                self._tail.popleft()
+                self._tail_size -= len(t)
+                self._cut += len(t)
+            else:
+                self._tail[0] = (n, t[over:])
+                self._tail_size -= over
+                self._cut += over
+
+    def _queue(self, name: str, text: str) -> None:
+        self._pending.append((name, text))
+        self._pending_size += len(text)
+        if name == "stdout":
+            self._captured.append(text)
+        now = time.monotonic()
+        if self._pending_size >= FLUSH_BYTES or now - self._last_flush >= FLUSH_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        merged: list[list] = []
+        for name, text in self._pending:
+            if merged and merged[-1][0] == name:
+                merged[-1][1].append(text)
+            else:
+                merged.append([name, [text]])
+        self._pending = []
+        self._pending_size = 0
+        self._last_flush = time.monotonic()
+        for name, parts in merged:
+            self._emit({"type": "stream", "name": name, "text": "".join(parts)})
+
+    def close(self) -> None:
+        """End of cell: pending text, then the marker and the kept tail (once)."""
+        self.flush()
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        if self.truncated:
+            marker = f"\n[... {self._cut:,} characters of output cut ...]\n"
+            self._emit({"type": "stream", "name": "stderr", "text": marker})
+            for name, text in self._tail:
+                self._pending.append((name, text))
+                if name == "stdout":
+                    self._captured.append(text)
+            self._tail.clear()
+            self.flush()
+
+    def captured_stdout(self) -> str:
+        return "".join(self._captured)
