@@ -1,0 +1,556 @@
+"""SandboxKernel: the Jupyter protocol around the sandbox engine.
+
+This file is the control plane. It strips and applies control magics within the operator's ceiling,
+hands the rest of the cell to the backend (the engine, in-process or in a worker), and turns the
+engine's JSON events into iopub messages through the output filter. User code never reaches
+IPython's ``run_cell``: IPython would turn ``%``/``!`` lines into ``get_ipython()`` calls and silently
+drop an AST transformer that raises. The IPython shell object exists only because ipykernel's
+machinery (display hook, comm manager) expects one; nothing a cell sends runs in it.
+
+Side doors closed here: the debugger and subshells (kernel_info advertises neither, requests are
+refused), comms (no handlers), ``user_expressions`` (evaluated by the backend under the cell's
+policy), completion and inspection (answered by the backend, which never runs sandbox code), history
+(kept in memory, never IPython's database).
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import Dict, Enum, Int, List, Unicode, default
+
+from . import __version__
+from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
+                     isolation_rank, parse_cell, select_isolation, select_policy)
+from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, PLOTLY_MIME, OutputRejected, validate_plotly
+from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
+
+_LIMIT_KEYS = ("ticks", "timeout", "memory_mb", "output_bytes")
+
+
+class SandboxKernel(IPythonKernel):
+    implementation = "sandboxed-python"
+    implementation_version = __version__
+    language_info = {
+        "name": "python",
+        "version": sys.version.split()[0],
+        "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "python", "version": 3},
+        "pygments_lexer": "python3",
+        "nbconvert_exporter": "python",
+        "file_extension": ".py",
+    }
+    help_links = List([
+        {"text": "Python Reference", "url": "https://docs.python.org/%i.%i" % sys.version_info[:2]},
+    ])
+
+    # -- operator configuration (docs/operators.md describes each) ----------------------------------
+
+    policy = Unicode(DEFAULT_POLICY, help="Policy cells start with (a preset or a policy file's name).").tag(config=True)
+    policies_dir = Unicode("", help="Directory of *.json policy files added to the presets.").tag(config=True)
+    ceiling_policy = Unicode(
+        "", help="Most permissive policy a cell may select with %sandbox_policy or %%sandbox. "
+                 "Empty: the starting policy.").tag(config=True)
+    isolation = Enum(ISOLATION_LEVELS, default_value="none",
+                     help="Where cells run: none (in the kernel), process (a worker), kernel "
+                          "(a worker the OS confines).").tag(config=True)
+    isolation_ceiling = Unicode(
+        "", help="Weakest isolation level a cell may select with %sandbox_isolation. "
+                 "Empty: the starting level.").tag(config=True)
+    limits = Dict(
+        help="Overrides for the limits of the starting policy and the ceiling: keys ticks, timeout "
+             "(seconds), memory_mb, output_bytes; null means unlimited.").tag(config=True)
+    max_output_bytes = Int(1_000_000, help="Per-cell cap on text output (streams, text/plain, "
+                                           "tracebacks); head and tail are kept.").tag(config=True)
+    max_display_bytes = Int(20_000_000, help="Per-cell cap on rich display data (HTML, images, "
+                                             "Plotly JSON).").tag(config=True)
+    mime_allowlist = List(Unicode(), default_value=list(DEFAULT_MIME_ALLOWLIST),
+                          help="MIME types sandboxed output may carry.").tag(config=True)
+    extra_mime_types = List(Unicode(), default_value=[],
+                            help="MIME types added to the allowlist; they pass unsanitised.").tag(config=True)
+    audit_log = Unicode("", help="File that receives one JSON line per denial (append).").tag(config=True)
+    audit_size = Int(200, help="How many recent denials %sandbox_audit shows.").tag(config=True)
+    workdir = Unicode("", help="The sandbox working directory (files policy). Empty: the directory the "
+                               "kernel starts in (the notebook's).").tag(config=True)
+    isolation_options = Dict(help="Extra keyword options passed to the isolation backend.").tag(config=True)
+
+    @default("workdir")
+    def _workdir_default(self):
+        return os.getcwd()
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._count = 0
+        self._history: list[tuple[int, int, str, str | None]] = []  # (session, line, input, output)
+        self._audit: deque = deque(maxlen=max(self.audit_size, 1))
+        self._running = threading.Event()
+        self._backend = None
+        self._backend_error: str | None = None
+        self.output_filter = OutputFilter(
+            list(self.mime_allowlist) + list(self.extra_mime_types), self.max_output_bytes,
+            self.max_display_bytes)
+        self._policies = load_policies(self.policies_dir or None)
+        overrides = self._limit_overrides()
+        ceiling_name = self.ceiling_policy or self.policy
+        self.ceiling = self._named_policy(ceiling_name, overrides)
+        self.current_policy = self._named_policy(self.policy, overrides)
+        why = exceeds(self.current_policy, self.ceiling)
+        if why:  # an operator error: fail closed rather than run above the ceiling
+            raise PolicyError(f"SandboxKernel.policy '{self.policy}' exceeds SandboxKernel.ceiling_policy "
+                              f"'{ceiling_name}' ({', '.join(why)})")
+        self.isolation_floor = self.isolation_ceiling or self.isolation
+        if self.isolation_floor not in ISOLATION_LEVELS:
+            raise PolicyError(f"unknown SandboxKernel.isolation_ceiling '{self.isolation_floor}'")
+        if isolation_rank(self.isolation) < isolation_rank(self.isolation_floor):
+            raise PolicyError(f"SandboxKernel.isolation '{self.isolation}' is weaker than "
+                              f"SandboxKernel.isolation_ceiling '{self.isolation_floor}'")
+        self.current_isolation = self.isolation
+        # Comms: no handler runs for comm messages from a front end.
+        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+            self.shell_handlers[msg_type] = self._ignore_comm
+
+    def _limit_overrides(self) -> dict:
+        unknown = set(self.limits) - set(_LIMIT_KEYS)
+        if unknown:
+            raise PolicyError(f"unknown SandboxKernel.limits keys: {', '.join(sorted(unknown))}")
+        return dict(self.limits)
+
+    def _named_policy(self, name: str, overrides: dict) -> Policy:
+        if name not in self._policies:
+            raise PolicyError(f"unknown policy '{name}'; available: {', '.join(sorted(self._policies))}")
+        policy = self._policies[name]
+        if overrides:
+            policy = dataclasses.replace(policy, limits=dataclasses.replace(policy.limits, **overrides))
+        return policy
+
+    def start(self):
+        super().start()
+        # Signal-mode interrupts (SIGINT from a kernel manager) end the running cell; ipykernel
+        # ignores SIGINT otherwise. The kernelspec uses message mode, which needs no signal.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    @property
+    def banner(self):
+        return (f"Sandboxed Python {__version__} on Python {sys.version.split()[0]}: every cell runs under "
+                f"policy '{self.current_policy.name}'. %sandbox_policy shows what is allowed.")
+
+    @property
+    def execution_count(self):
+        return self._count
+
+    @execution_count.setter
+    def execution_count(self, value):
+        self._count = value
+
+    @property
+    def kernel_info(self):
+        info = dict(super().kernel_info)
+        info["supported_features"] = []  # no debugger, no subshells
+        return info
+
+    # -- the backend -------------------------------------------------------------------------------
+
+    @property
+    def backend(self):
+        """The engine's host for the current isolation level, created on first use."""
+        if self._backend is None:
+            from .isolation import make_backend
+
+            self._backend = make_backend(self.current_isolation, self.current_policy, workdir=self.workdir,
+                                         **dict(self.isolation_options))
+        return self._backend
+
+    def _replace_backend(self, level: str):
+        old, self._backend = self._backend, None
+        self.current_isolation = level
+        if old is not None:
+            try:
+                old.shutdown()
+            except Exception:
+                self.log.warning("backend shutdown failed", exc_info=True)
+        return self.backend
+
+    def _cancel_running(self):
+        if self._running.is_set() and self._backend is not None:
+            self._backend.cancel()
+
+    def _on_sigint(self, signum, frame):
+        self._cancel_running()
+
+    # -- publishing --------------------------------------------------------------------------------
+
+    def _publish(self, msg_type: str, content: dict):
+        self.session.send(self.iopub_socket, msg_type, content, parent=self.get_parent("shell"),
+                          ident=self._topic(msg_type))
+
+    def _publish_streams(self, chunks):
+        for name, text in chunks:
+            if text:
+                self._publish("stream", {"name": name, "text": text})
+
+    def _record_denial(self, record: dict):
+        entry = {"time": time.time(), "cell": self._count, **record}
+        self._audit.append(entry)
+        if self.audit_log:
+            try:
+                with open(self.audit_log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry, default=str) + "\n")
+            except OSError:
+                self.log.warning("cannot write the audit log %s", self.audit_log, exc_info=True)
+
+    # -- execute -----------------------------------------------------------------------------------
+
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                         allow_stdin=False, *, cell_meta=None, cell_id=None):
+        count = self._count
+        policy = self.current_policy
+        cell = self.output_filter.cell(policy.limits.output_bytes)
+        summary = _empty_summary(policy.name, self.current_isolation)
+        self._last_summary = summary
+        if store_history and not silent:
+            self._history.append((1, count, code, None))
+
+        def fail(ename: str, evalue: str, traceback: list[str], records: list[dict]):
+            for record in records:
+                self._record_denial(record)
+            error = cell.error(ename, evalue, traceback)
+            if not silent:
+                self._publish_streams(cell.finish())
+                self._publish("error", error)
+            summary.update(status="error", error=error, denials=records)
+            return {"status": "error", "execution_count": count, "user_expressions": {}, "payload": [],
+                    **error}
+
+        parsed = parse_cell(code, policy.name)
+        if parsed.refused:
+            first = parsed.refused[0]
+            return fail("SandboxDenied", first.message, [f"SandboxDenied: {first.message}"],
+                        [e.record() for e in parsed.refused])
+
+        try:
+            policy, notes = self._apply_controls(parsed.controls, policy)
+        except MagicError as exc:
+            return fail("SandboxDenied", exc.message, [f"SandboxDenied: {exc.message}"], [exc.record()])
+        if not silent:
+            self._publish_streams(cell.stream("stdout", notes) if notes else [])
+        summary["policy"] = policy.name
+        summary["isolation"] = self.current_isolation
+        if notes:
+            summary["output"] = notes
+
+        if not parsed.code.strip():
+            reply = {"status": "ok", "execution_count": count, "payload": [],
+                     "user_expressions": self._user_expressions(user_expressions, policy, cell)}
+            return reply
+
+        done = self._run(parsed.code, policy, cell, silent, count)
+        summary.update(_summary_from(done, policy, self.current_isolation, cell))
+        if notes:
+            summary["output"] = notes + summary["output"]
+        if store_history and not silent and self._history:
+            result_text = done.get("_result_text")
+            if result_text is not None:
+                session, line, source, _ = self._history[-1]
+                self._history[-1] = (session, line, source, result_text)
+        if done.get("status") == "error":
+            error = summary["error"] or {"ename": "SandboxError", "evalue": "the cell failed", "traceback": []}
+            return {"status": "error", "execution_count": count, "user_expressions": {}, "payload": [],
+                    "ename": error["ename"], "evalue": error["evalue"], "traceback": error["traceback"]}
+        return {"status": "ok", "execution_count": count, "payload": [],
+                "user_expressions": self._user_expressions(user_expressions, policy, cell)}
+
+    def _run(self, source: str, policy: Policy, cell, silent: bool, count: int) -> dict:
+        """Run cell code in the backend, publishing its events as they arrive."""
+        state = {"result_text": None}
+
+        def emit(event: dict):
+            kind = event.get("type")
+            if kind == "stream":
+                chunks = cell.stream(event.get("name"), event.get("text"))
+                if not silent:
+                    self._publish_streams(chunks)
+            elif kind in ("display", "result"):
+                filtered = cell.bundle(event.get("data"), event.get("metadata"))
+                if filtered is None or silent:
+                    return
+                data, metadata = filtered
+                if kind == "result":
+                    state["result_text"] = data.get("text/plain")
+                    self._publish("execute_result", {"execution_count": count, "data": data,
+                                                     "metadata": metadata})
+                else:
+                    self._publish("display_data", {"data": data, "metadata": metadata, "transient": {}})
+            elif kind == "error":
+                traceback = event.get("traceback") or []
+                if isinstance(event.get("denial"), dict) and event["denial"].get("message"):
+                    # A denial reads as one line: what, why, where, how to proceed.
+                    traceback = [f"{event.get('ename', 'SandboxDenied')}: {event['denial']['message']}"]
+                error = cell.error(event.get("ename", "Error"), event.get("evalue", ""), traceback)
+                state["error"] = error
+                if not silent:
+                    self._publish_streams(cell.finish())
+                    self._publish("error", error)
+            elif kind == "denial":
+                record = event.get("record")
+                if isinstance(record, dict):
+                    self._record_denial(record)
+
+        self._running.set()
+        try:
+            done = self.backend.run_cell(source, emit=emit, policy=policy, limits=policy.limits,
+                                         execution_count=count)
+        except Exception as exc:  # the backend itself failed: report, never crash the kernel
+            self.log.error("sandbox backend failed", exc_info=True)
+            done = {"type": "done", "status": "error", "policy": policy.name,
+                    "error": {"ename": "SandboxError",
+                              "evalue": f"the sandbox could not run the cell: {type(exc).__name__}: {exc}",
+                              "traceback": []}}
+            emit({"type": "error", **done["error"]})
+        finally:
+            self._running.clear()
+        if not silent:
+            self._publish_streams(cell.finish())
+        if done.get("status") == "error" and "error" not in state and isinstance(done.get("error"), dict):
+            # The backend ended with an error it did not emit (a lost worker): show it.
+            emit({"type": "error", **done["error"]})
+        done = dict(done)
+        done["_result_text"] = state["result_text"]
+        done["_error"] = state.get("error")
+        return done
+
+    def finish_metadata(self, parent, metadata, reply_content):
+        metadata = super().finish_metadata(parent, metadata, reply_content)
+        summary = getattr(self, "_last_summary", None)
+        if summary is not None:
+            metadata["sandbox"] = summary
+            self._last_summary = None
+        return metadata
+
+    # -- control magics ----------------------------------------------------------------------------
+
+    def _apply_controls(self, controls: list[Control], policy: Policy) -> tuple[Policy, str]:
+        """Apply the cell's control magics in order; returns the cell's policy and text to print."""
+        notes = []
+        overrides = self._limit_overrides()
+        for control in controls:
+            if control.cell:
+                policy = cell_policy(control.args, policy, self._policies, self.ceiling,
+                                     limits_override=overrides, line=control.line)
+            elif control.name == "sandbox_policy":
+                if control.args:
+                    policy = select_policy(control.args.split()[0], self._policies, self.ceiling,
+                                           limits_override=overrides, line=control.line)
+                    self.current_policy = policy
+                    notes.append(f"policy for this and the following cells: {policy.name}\n")
+                else:
+                    notes.append(describe_policy(policy, ceiling=self.ceiling, isolation=self.current_isolation))
+            elif control.name == "sandbox_isolation":
+                notes.append(self._isolation_magic(control))
+            elif control.name == "sandbox_status":
+                notes.append(self._status_text(policy))
+            elif control.name == "sandbox_audit":
+                notes.append(self._audit_text())
+        return policy, "".join(notes)
+
+    def _isolation_magic(self, control: Control) -> str:
+        levels = ", ".join(ISOLATION_LEVELS)
+        if not control.args:
+            return (f"isolation: {self.current_isolation} (levels, weakest to strongest: {levels}; "
+                    f"this kernel allows {self.isolation_floor} or stronger)\n")
+        level = select_isolation(control.args.split()[0], self.isolation_floor, line=control.line)
+        if level == self.current_isolation:
+            return f"isolation is already {level}\n"
+        previous = self.current_isolation
+        try:
+            self._replace_backend(level)
+        except NotImplementedError as exc:
+            self._replace_backend(previous)
+            raise MagicError(f"isolation level '{level}' is not available in this build ({exc}); "
+                             f"staying at '{previous}'", kind="policy", target=f"isolation '{level}'",
+                             rule="not available", line=control.line) from None
+        return (f"isolation: {level}. The namespace starts fresh: variables from the '{previous}' level "
+                f"are not carried over.\n")
+
+    def _status_text(self, policy: Policy) -> str:
+        try:
+            status = self.backend.status()
+        except Exception as exc:
+            status = {"error": f"{type(exc).__name__}: {exc}"}
+        lines = [f"policy: {policy.name} (ceiling: {self.ceiling.name})",
+                 f"limits: {describe_limits(policy.limits)}",
+                 f"files: {'working directory only' if policy.files else 'off'}; "
+                 f"network: {'on' if policy.network else 'off'}",
+                 f"isolation: {self.current_isolation} (weakest allowed: {self.isolation_floor})",
+                 f"os layers: {json.dumps(status.get('os_layers') or {}, default=str)}",
+                 f"worker: {json.dumps(status.get('worker'), default=str)}",
+                 f"output caps: text {self.output_filter.text_bytes:,} bytes, "
+                 f"display {self.output_filter.rich_bytes:,} bytes per cell",
+                 f"denials so far: {len(self._audit)}"]
+        if "error" in status:
+            lines.append(f"backend: {status['error']}")
+        return "\n".join(lines) + "\n"
+
+    def _audit_text(self) -> str:
+        if not self._audit:
+            return "no denials in this kernel yet\n"
+        lines = [f"[cell {e.get('cell')}] {e.get('kind')}: {e.get('message')}" for e in self._audit]
+        return "\n".join(lines) + "\n"
+
+    # -- user_expressions --------------------------------------------------------------------------
+
+    def _user_expressions(self, expressions, policy: Policy, cell) -> dict:
+        out = {}
+        for name, expression in (expressions or {}).items():
+            try:
+                result = self.backend.evaluate(str(expression), policy=policy)
+            except Exception as exc:
+                result = {"status": "error", "ename": "SandboxError", "evalue": str(exc), "traceback": []}
+            if result.get("status") == "ok":
+                filtered = cell.bundle(result.get("data") or {}, result.get("metadata"))
+                data, metadata = filtered if filtered else ({"text/plain": ""}, {})
+                out[name] = {"status": "ok", "data": data, "metadata": metadata}
+            else:
+                err = cell.error(result.get("ename", "Error"), result.get("evalue", ""),
+                                 result.get("traceback") or [])
+                out[name] = {"status": "error", **err}
+        return out
+
+    # -- completion, inspection, history -----------------------------------------------------------
+
+    async def do_complete(self, code, cursor_pos):
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        try:
+            result = self.backend.complete(code, cursor_pos)
+        except Exception:
+            self.log.warning("completion failed", exc_info=True)
+            result = {}
+        return {"status": "ok", "matches": list(result.get("matches", [])),
+                "cursor_start": int(result.get("cursor_start", cursor_pos)),
+                "cursor_end": int(result.get("cursor_end", cursor_pos)), "metadata": {}}
+
+    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        try:
+            result = self.backend.inspect(code, cursor_pos, detail_level)
+        except Exception:
+            self.log.warning("inspection failed", exc_info=True)
+            result = {}
+        data = {}
+        if result.get("found"):
+            filtered = self.output_filter.cell().bundle(result.get("data") or {}, {})
+            data = filtered[0] if filtered else {}
+        return {"status": "ok", "found": bool(data), "data": data, "metadata": {}}
+
+    async def do_history(self, hist_access_type, output, raw, session=0, start=0, stop=None, n=None,
+                         pattern=None, unique=False, **kwargs):
+        """History of this kernel's cells, kept in memory (IPython's database is never used)."""
+        entries = self._history
+        if hist_access_type == "tail":
+            entries = entries[-n:] if n else entries
+        elif hist_access_type == "range":
+            entries = [e for e in entries if e[1] >= (start or 0) and (stop is None or e[1] < stop)]
+        elif hist_access_type == "search":
+            entries = [e for e in entries if fnmatch.fnmatchcase(e[2], pattern or "*")]
+            if unique:
+                seen, kept = set(), []
+                for e in reversed(entries):
+                    if e[2] not in seen:
+                        seen.add(e[2])
+                        kept.append(e)
+                entries = kept[::-1]
+            if n:
+                entries = entries[-n:]
+        else:
+            entries = []
+        history = [(s, line, (src, out) if output else src) for s, line, src, out in entries]
+        return {"status": "ok", "history": history}
+
+    # -- protocol side doors -----------------------------------------------------------------------
+
+    async def interrupt_request(self, stream, ident, parent):
+        """Message-mode interrupt (runs on the control thread): end the running cell."""
+        self._cancel_running()
+        self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
+
+    async def do_debug_request(self, msg):
+        return {"type": "response", "request_seq": msg.get("seq"), "success": False,
+                "command": msg.get("command"), "message": "the debugger is off in Sandboxed Python"}
+
+    def dispatch_debugpy(self, msg):
+        return None
+
+    async def create_subshell_request(self, socket, ident, parent):
+        self.session.send(socket, "create_subshell_reply",
+                          {"status": "error", "ename": "SandboxDenied",
+                           "evalue": "subshells are off in Sandboxed Python", "traceback": []}, parent, ident)
+
+    async def delete_subshell_request(self, socket, ident, parent):
+        self.session.send(socket, "delete_subshell_reply",
+                          {"status": "error", "ename": "SandboxDenied",
+                           "evalue": "subshells are off in Sandboxed Python", "traceback": []}, parent, ident)
+
+    async def list_subshell_request(self, socket, ident, parent):
+        self.session.send(socket, "list_subshell_reply", {"status": "ok", "subshell_id": []}, parent, ident)
+
+    async def comm_info_request(self, stream, ident, parent):
+        self.session.send(stream, "comm_info_reply", {"status": "ok", "comms": {}}, parent, ident)
+
+    def _ignore_comm(self, stream, ident, parent):
+        self.log.info("comm message refused: comms are off in Sandboxed Python")
+
+    def do_shutdown(self, restart):
+        if self._backend is not None:
+            try:
+                self._backend.shutdown()
+            except Exception:
+                self.log.warning("backend shutdown failed", exc_info=True)
+            self._backend = None
+        return super().do_shutdown(restart)
+
+
+def _empty_summary(policy: str, isolation: str) -> dict:
+    return {"status": "ok", "output": "", "charts": [], "error": None, "denials": [], "truncated": False,
+            "ticks": 0, "elapsed_ms": 0.0, "policy": policy, "isolation": isolation, "filtered": []}
+
+
+def _summary_from(done: dict, policy: Policy, isolation: str, cell) -> dict:
+    """execute_reply.metadata["sandbox"]: seed 002's {output, chart, error}, generalised."""
+    charts = []
+    for chart in done.get("charts") or []:
+        try:
+            charts.append(validate_plotly(chart))
+        except OutputRejected as exc:
+            cell.filtered.append({"mime": PLOTLY_MIME, "reason": str(exc)})
+    output = done.get("output") or ""
+    if isinstance(output, str) and len(output.encode("utf-8", "replace")) > cell.text_bytes:
+        output = output.encode("utf-8", "replace")[:cell.text_bytes].decode("utf-8", "ignore")
+        cell.cut_bytes += 1
+    error = done.get("_error") or done.get("error")
+    if isinstance(error, dict):
+        error = {"ename": error.get("ename"), "evalue": error.get("evalue"),
+                 "traceback": error.get("traceback") or [], **({"line": error["line"]} if error.get("line") else {})}
+    else:
+        error = None
+    return {
+        "status": done.get("status", "error"),
+        "output": output if isinstance(output, str) else "",
+        "charts": charts,
+        "error": error,
+        "denials": [d for d in done.get("denials") or [] if isinstance(d, dict)],
+        "truncated": bool(done.get("truncated")) or cell.truncated,
+        "ticks": done.get("ticks", 0),
+        "elapsed_ms": done.get("elapsed_ms", 0.0),
+        "policy": done.get("policy", policy.name),
+        "isolation": isolation,
+        "filtered": list(cell.filtered),
+    }
