@@ -50,4 +50,6 @@ def make_backend(level: str, policy: Policy, workdir: str | None = None, **optio
         raise ValueError(f"unknown isolation level {level!r}; choose one of {', '.join(ISOLATION_LEVELS)}")
     if level == "none":
         return InProcessBackend(policy, workdir)
-    raise NotImplementedError(f"isolation level {level!r} is not available yet")
+    from .process import WorkerBackend
+
+    return WorkerBackend(level, policy, workdir, **options)

@@ -94,18 +94,26 @@ def _nesting_depth(text: str) -> int:
 class Channel:
     """Frames over a connected stream socket (one end of a socketpair)."""
 
-    def __init__(self, sock: socket.socket, *, max_frame: int):
+    def __init__(self, sock: socket.socket, *, max_recv: int, max_send: int):
         self.sock = sock
-        self.max_frame = max_frame
+        self.max_recv = max_recv
+        self.max_send = max_send
         self._buf = bytearray()
+        self.received = 0  # payload bytes of every frame received so far
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
     def send(self, message: dict, *, timeout: float | None = None) -> None:
-        data = encode(message)
-        if len(data) - HEADER.size > self.max_frame:
-            raise ChannelError(f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}")
+        self.send_frame(encode(message), timeout=timeout)
+
+    def send_body(self, body: bytes, *, timeout: float | None = None) -> None:
+        """Send already-encoded JSON (the caller guarantees it is a JSON object)."""
+        self.send_frame(HEADER.pack(len(body)) + body, timeout=timeout)
+
+    def send_frame(self, data: bytes, *, timeout: float | None = None) -> None:
+        if len(data) - HEADER.size > self.max_send:
+            raise ChannelError(f"frame of {len(data)} bytes exceeds the limit of {self.max_send}")
         self.sock.settimeout(timeout)
         try:
             self.sock.sendall(data)
@@ -139,11 +147,12 @@ class Channel:
         """The next frame as a dict. ``deadline`` is a time.monotonic() value; None waits forever."""
         self._fill(HEADER.size, deadline)
         (length,) = HEADER.unpack_from(self._buf)
-        if length > self.max_frame:
-            raise ChannelError(f"frame of {length} bytes exceeds the limit of {self.max_frame}")
+        if length > self.max_recv:
+            raise ChannelError(f"frame of {length} bytes exceeds the limit of {self.max_recv}")
         self._fill(HEADER.size + length, deadline)
         body = bytes(self._buf[HEADER.size:HEADER.size + length])
         del self._buf[:HEADER.size + length]
+        self.received += length
         return decode(body)
 
     def close(self) -> None:

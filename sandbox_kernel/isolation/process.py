@@ -1,0 +1,568 @@
+"""Levels `process` and `kernel`, host side: the engine runs in a worker process behind a channel.
+
+The host (the kernel's process) spawns ``python -I -m sandbox_kernel.isolation.worker``, hands it one
+end of a socketpair, relays its events as they arrive and owns its life:
+
+* soft limits are the engine's (inside the worker); the host adds the hard one: a cell still running
+  ``grace`` seconds after its time limit, or ``cancel_grace`` seconds after an interrupt, gets its worker
+  killed (SIGKILL), which also ends a cell stuck in C code;
+* a worker that dies (segfault, out of memory, exit) or breaks the protocol (malformed or oversized
+  frame, a flood of output) ends the cell with a clear message, never the kernel; the next cell gets a
+  fresh worker, taken from a pre-warmed spare so that it is ready at once;
+* nothing received is ever unpickled, evaluated or imported: frames are JSON, validated field by field.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from ..policy import Limits, Policy
+from .channel import (MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError,
+                      ChannelTimeout, validate_event)
+
+# Libraries a worker imports before it reports ready, so that a cell (or a crash's replacement) finds
+# them loaded. Missing ones are skipped.
+DEFAULT_WARM = ("numpy", "pandas", "plotly", "plotly.graph_objects", "plotly.express")
+# Environment variables passed to a worker; nothing else from the kernel's environment (API keys,
+# tokens) reaches sandboxed code.
+ENV_PASS = ("PATH", "LANG", "LANGUAGE", "TZ", "PLOTLY_RENDERER", "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS", "SYSTEMROOT")
+CELL_EVENTS = frozenset({"stream", "display", "result", "error", "denial", "done"})
+POLL = 0.25
+
+_SIGNAL_TEXT = {
+    signal.SIGSEGV: "crashed with a segmentation fault",
+    signal.SIGBUS: "crashed with a bus error",
+    signal.SIGILL: "crashed (illegal instruction)",
+    signal.SIGFPE: "crashed (arithmetic fault)",
+    signal.SIGABRT: "aborted (SIGABRT; often C code that could not allocate memory)",
+    signal.SIGXCPU: "exceeded its CPU time limit",
+    signal.SIGSYS: "made a forbidden system call",
+}
+
+
+class WorkerLost(Exception):
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class WorkerProcess:
+    """One worker process and its channel."""
+
+    def __init__(self, init: dict, *, workdir: str, python: str | None = None,
+                 max_event_bytes: int = MAX_EVENT_BYTES):
+        self.init = init
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {k: v for k, v in os.environ.items() if k in ENV_PASS or k.startswith("LC_")}
+        env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1",
+                    "MPLCONFIGDIR": workdir})
+        cmd = [python or sys.executable, "-I", "-m", "sandbox_kernel.isolation.worker",
+               "--fd", str(child.fileno())]
+        self.spawned = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir,
+                                         env=env, start_new_session=True, close_fds=True)
+        finally:
+            child.close()
+        self.pid = self.proc.pid
+        self.channel = Channel(parent, max_recv=max_event_bytes, max_send=MAX_REQUEST_BYTES)
+        self.ready: dict | None = None
+        self.fatal: str | None = None
+        self.killed_by_host: str | None = None
+        self.stderr_tail: collections.deque = collections.deque(maxlen=50)
+        self.cells = 0
+        threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True).start()
+        try:
+            self.channel.send(init, timeout=10)
+        except ChannelError as exc:
+            self.fatal = f"could not start the worker: {exc}"
+
+    def _drain(self):
+        try:
+            for line in self.proc.stderr:
+                self.stderr_tail.append(line[:500].decode("utf-8", "replace").rstrip())
+        except (OSError, ValueError):
+            pass
+
+    def wait_ready(self, timeout: float) -> bool:
+        """True once the worker reported ready; False (with self.fatal set) if it cannot be used."""
+        if self.ready is not None:
+            return True
+        if self.fatal is not None:
+            return False
+        try:
+            msg = validate_event(self.channel.recv(deadline=time.monotonic() + timeout),
+                                 allowed={"ready", "fatal"})
+        except ChannelTimeout:
+            self.fatal = f"the sandbox worker did not start within {timeout:g} s"
+            self.kill("startup timeout")
+            return False
+        except ChannelError as exc:
+            self.wait_exit(2.0)
+            self.fatal = f"the sandbox worker failed to start ({self.describe_exit() or exc})"
+            self.kill("startup failure")
+            return False
+        if msg["type"] == "fatal":
+            self.fatal = msg["message"]
+            self.kill("startup refused")
+            return False
+        self.ready = msg
+        self.ready_at = time.monotonic()
+        return True
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, signum) -> None:
+        if self.proc.returncode is None:
+            try:
+                self.proc.send_signal(signum)
+            except (ProcessLookupError, OSError):
+                pass
+
+    def wait_exit(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self, why: str) -> None:
+        if self.killed_by_host is None and self.proc.returncode is None:
+            self.killed_by_host = why
+        self.signal(signal.SIGKILL)
+        self.wait_exit(5.0)
+        self.channel.close()
+
+    def describe_exit(self) -> str | None:
+        rc = self.proc.returncode
+        if rc is None:
+            return None
+        if rc < 0:
+            sig = -rc
+            if sig in _SIGNAL_TEXT:
+                return _SIGNAL_TEXT[sig]
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            if sig == signal.SIGKILL:
+                return "was killed by the operating system (SIGKILL)"
+            return f"was ended by {name}"
+        return f"exited with status {rc}"
+
+    def rss_mb(self) -> float | None:
+        try:
+            with open(f"/proc/{self.pid}/statm", "rb") as fh:
+                return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+class WorkerBackend:
+    """The `process` and `kernel` isolation levels. Same methods as InProcessBackend."""
+
+    def __init__(self, level: str, policy: Policy, workdir: str | None = None, *, degraded: bool = False,
+                 grace: float = 2.0, cancel_grace: float = 1.0, spare: bool = True,
+                 startup_timeout: float = 60.0, warm=DEFAULT_WARM, python: str | None = None,
+                 fsize_mb: int | None = None, nofile: int | None = None, extra_read=(),
+                 max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
+                 engine: str | None = None, extra_sys_path=(), start: bool = True):
+        if level not in ("process", "kernel"):
+            raise ValueError(f"WorkerBackend runs levels 'process' and 'kernel', not {level!r}")
+        self.level = level
+        self.policy = policy
+        self.workdir = os.path.realpath(workdir or os.getcwd())
+        os.makedirs(self.workdir, exist_ok=True)
+        self.degraded = degraded
+        self.grace = grace
+        self.cancel_grace = cancel_grace
+        self.use_spare = spare
+        self.startup_timeout = startup_timeout
+        self.python = python
+        self.max_event_bytes = max_event_bytes
+        self.max_cell_bytes = max_cell_bytes
+        self._options = {"warm": list(warm), "fsize_mb": fsize_mb, "nofile": nofile,
+                         "extra_read": [str(p) for p in extra_read], "engine": engine,
+                         "extra_sys_path": [str(p) for p in extra_sys_path]}
+        self._lock = threading.RLock()
+        self._active: WorkerProcess | None = None
+        self._spare: WorkerProcess | None = None
+        self._running: WorkerProcess | None = None
+        self._cancel_at: float | None = None
+        self._closed = False
+        self._next_id = 0
+        self.restarts = 0
+        self.last_loss: dict | None = None
+        self.last_recovery_ms: float | None = None
+        self.startup_error: str | None = None
+        if start:
+            self._active = self._spawn()
+
+    # -- workers -------------------------------------------------------------------------------
+
+    def _init_message(self) -> dict:
+        return {"op": "init", "level": self.level, "workdir": self.workdir, "policy": self.policy.to_dict(),
+                "degraded_ok": self.degraded, "memory_mb": self.policy.limits.memory_mb,
+                **{k: v for k, v in self._options.items() if v not in (None, [])}}
+
+    def _spawn(self) -> WorkerProcess:
+        return WorkerProcess(self._init_message(), workdir=self.workdir, python=self.python,
+                             max_event_bytes=self.max_event_bytes)
+
+    def _ensure_worker(self) -> WorkerProcess | None:
+        """A ready worker, or None with self.startup_error saying why (fail closed)."""
+        if self._closed:
+            self.startup_error = "the sandbox backend was shut down"
+            return None
+        w = self._active
+        if w is not None and w.ready is not None and w.alive():
+            self._ensure_spare()
+            return w
+        if w is not None and w.ready is None and w.fatal is None and w.alive():
+            pass  # still starting: wait below
+        else:
+            if w is not None:
+                w.kill("replaced")
+            w = self._take_spare() or self._spawn()
+            self._active = w
+        if not w.wait_ready(self.startup_timeout):
+            self.startup_error = w.fatal
+            self._active = None
+            return None
+        self.startup_error = None
+        self._ensure_spare()
+        return w
+
+    def _take_spare(self) -> WorkerProcess | None:
+        s, self._spare = self._spare, None
+        if s is not None and s.fatal is None and s.alive():
+            return s
+        if s is not None:
+            s.kill("stale spare")
+        return None
+
+    def _ensure_spare(self) -> None:
+        if self.use_spare and not self._closed and (self._spare is None or not self._spare.alive()):
+            self._spare = self._spawn()
+
+    def _replace_after_loss(self) -> None:
+        """Make the next worker ready now (the spare, normally) and time it."""
+        t0 = time.monotonic()
+        self._active = None
+        w = self._ensure_worker()
+        if w is not None:
+            self.last_recovery_ms = round((time.monotonic() - t0) * 1000, 1)
+
+    def _discard_workers(self) -> None:
+        for w in (self._active, self._spare):
+            if w is not None:
+                w.kill("discarded")
+        self._active = self._spare = None
+
+    # -- the cell ------------------------------------------------------------------------------
+
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+        with self._lock:
+            started = time.monotonic()
+            eff_policy = policy or self.policy
+            eff_limits = limits or eff_policy.limits
+            w = self._ensure_worker()
+            if w is None:
+                return self._refused(emit, eff_policy, execution_count, started)
+            req = {"op": "run_cell", "source": source,
+                   "policy": policy.to_dict() if policy is not None else None,
+                   "limits": _limits_dict(limits), "execution_count": execution_count}
+            self._cancel_at = None
+            self._running = w
+            hard = started + eff_limits.timeout + self.grace if eff_limits.timeout else None
+            try:
+                self._send(w, req)
+                done = self._relay(w, emit, hard, eff_limits)
+                w.cells += 1
+                return done
+            except WorkerLost as lost:
+                return self._lost(w, lost, emit, eff_policy, execution_count, started)
+            finally:
+                self._running = None
+                self._cancel_at = None
+
+    def _send(self, w: WorkerProcess, req: dict) -> None:
+        try:
+            w.channel.send(req, timeout=10)
+        except ChannelError as exc:
+            w.kill("unresponsive")
+            raise WorkerLost("crash", f"the sandbox worker {w.describe_exit() or 'stopped reading'} ({exc})")
+
+    def _relay(self, w: WorkerProcess, emit, hard_deadline, limits: Limits) -> dict:
+        start_bytes = w.channel.received
+        peak_rss = 0.0
+        while True:
+            now = time.monotonic()
+            if self._cancel_at is not None and now >= self._cancel_at + self.cancel_grace:
+                w.kill("interrupt")
+                raise WorkerLost("interrupt", "the cell was interrupted but did not stop within "
+                                 f"{self.cancel_grace:g} s, so the sandbox worker was killed")
+            if hard_deadline is not None and now >= hard_deadline:
+                w.kill("timeout")
+                raise WorkerLost("timeout", f"the cell did not stop at its time limit ({limits.timeout:g} s) "
+                                 f"nor within {self.grace:g} s more, so the sandbox worker was killed")
+            wait = now + POLL
+            if hard_deadline is not None:
+                wait = min(wait, hard_deadline)
+            if self._cancel_at is not None:
+                wait = min(wait, self._cancel_at + self.cancel_grace)
+            try:
+                raw = w.channel.recv(deadline=wait)
+            except ChannelTimeout:
+                rss = w.rss_mb()
+                if rss:
+                    peak_rss = max(peak_rss, rss)
+                continue
+            except KeyboardInterrupt:
+                self.cancel()
+                continue
+            except ChannelClosed:
+                w.wait_exit(3.0)
+                if w.alive():
+                    w.kill("closed its channel")
+                raise WorkerLost(*self._death(w, limits, peak_rss)) from None
+            except ChannelError as exc:
+                w.kill("protocol")
+                raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
+                                 "stopped") from None
+            if w.channel.received - start_bytes > self.max_cell_bytes:
+                w.kill("flood")
+                raise WorkerLost("protocol", f"the cell sent more than {self.max_cell_bytes // 2 ** 20} MB of "
+                                 "output through the channel and its worker was stopped")
+            try:
+                event = validate_event(raw, allowed=CELL_EVENTS)
+            except ChannelError as exc:
+                w.kill("protocol")
+                raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
+                                 "stopped") from None
+            if event["type"] == "done":
+                return event
+            emit(event)
+
+    def _death(self, w: WorkerProcess, limits: Limits, peak_rss: float) -> tuple[str, str]:
+        how = w.describe_exit() or "stopped"
+        rc = w.proc.returncode
+        memory = self.policy.limits.memory_mb
+        if rc == -signal.SIGKILL and w.killed_by_host is None:
+            limit = f"limit {memory} MB" if memory else "no memory limit"
+            return "memory", f"the sandbox worker was killed: out of memory ({limit})"
+        if rc == -signal.SIGXCPU:
+            return "cpu", "the sandbox worker was killed: it used up its CPU time limit"
+        reason = "exit" if rc is not None and rc >= 0 else "crash"
+        return reason, f"the sandbox worker {how}"
+
+    def _lost(self, w, lost: WorkerLost, emit, policy, execution_count, started) -> dict:
+        self.restarts += 1
+        message = f"{lost.message}; variables were lost. A fresh sandbox worker runs the next cell."
+        self.last_loss = {"reason": lost.reason, "message": message, "pid": w.pid, "time": time.time(),
+                          "stderr_tail": list(w.stderr_tail)[-5:]}
+        w.kill(lost.reason)
+        self._replace_after_loss()
+        err = {"ename": "SandboxWorkerLost", "evalue": message, "traceback": [f"SandboxWorkerLost: {message}"],
+               "line": None}
+        emit({"type": "error", "ename": err["ename"], "evalue": message, "traceback": err["traceback"],
+              "denial": None})
+        return self._done_error(policy, err, execution_count, started,
+                                worker={"lost": True, "reason": lost.reason, "state_lost": True,
+                                        "recovery_ms": self.last_recovery_ms})
+
+    def _refused(self, emit, policy, execution_count, started) -> dict:
+        why = self.startup_error or "the sandbox worker could not start"
+        message = (f"cells do not run: the '{self.level}' isolation level could not be set up ({why}). "
+                   "Nothing was executed. An operator can fix the host, choose another isolation level, "
+                   "or allow degraded mode (--SandboxKernel.isolation_degraded=True).")
+        err = {"ename": "SandboxUnavailable", "evalue": message, "traceback": [f"SandboxUnavailable: {message}"],
+               "line": None}
+        emit({"type": "error", "ename": err["ename"], "evalue": message, "traceback": err["traceback"],
+              "denial": None})
+        return self._done_error(policy, err, execution_count, started,
+                                worker={"lost": False, "reason": "unavailable", "state_lost": False})
+
+    @staticmethod
+    def _done_error(policy, err, execution_count, started, *, worker) -> dict:
+        return {"type": "done", "status": "error", "ticks": 0,
+                "elapsed_ms": round((time.monotonic() - started) * 1000, 3), "policy": policy.name,
+                "denials": [], "truncated": False, "output": "", "charts": [], "error": err,
+                "execution_count": execution_count, "worker": worker}
+
+    # -- other requests ------------------------------------------------------------------------
+
+    def _request(self, op: str, payload: dict, timeout: float):
+        """One request/reply outside a cell. Returns (value, error)."""
+        with self._lock:
+            w = self._ensure_worker()
+            if w is None:
+                return None, self.startup_error or "the sandbox worker is not available"
+            self._next_id += 1
+            rid = self._next_id
+            try:
+                self._send(w, {"op": op, "id": rid, **payload})
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        raw = w.channel.recv(deadline=deadline)
+                    except ChannelTimeout:
+                        w.kill("timeout")
+                        raise WorkerLost("timeout", f"the sandbox worker did not answer '{op}' within "
+                                         f"{timeout:g} s and was stopped") from None
+                    except ChannelClosed:
+                        w.wait_exit(3.0)
+                        raise WorkerLost(*self._death(w, self.policy.limits, 0.0)) from None
+                    except ChannelError as exc:
+                        w.kill("protocol")
+                        raise WorkerLost("protocol", f"malformed message from the sandbox worker ({exc})") from None
+                    try:
+                        msg = validate_event(raw, allowed={"reply"})
+                    except ChannelError as exc:
+                        w.kill("protocol")
+                        raise WorkerLost("protocol", f"malformed message from the sandbox worker ({exc})") from None
+                    if msg["id"] == rid:
+                        return msg["value"], msg.get("error")
+            except WorkerLost as lost:
+                self.restarts += 1
+                self.last_loss = {"reason": lost.reason, "message": lost.message + "; variables were lost",
+                                  "pid": w.pid, "time": time.time()}
+                w.kill(lost.reason)
+                self._replace_after_loss()
+                return None, lost.message
+
+    def evaluate(self, expression, *, policy=None):
+        eff = policy or self.policy
+        timeout = (eff.limits.timeout or 60.0) + self.grace
+        value, error = self._request("evaluate", {"expression": expression,
+                                                  "policy": policy.to_dict() if policy else None}, timeout)
+        if not isinstance(value, dict) or error:
+            return {"status": "error", "ename": "SandboxWorkerLost" if error else "SandboxError",
+                    "evalue": error or "no answer", "traceback": []}
+        return value
+
+    def complete(self, code, cursor_pos):
+        value, error = self._request("complete", {"code": code, "cursor_pos": cursor_pos}, 10.0)
+        if not isinstance(value, dict) or error:
+            pos = len(code) if cursor_pos is None else cursor_pos
+            return {"matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}, "status": "ok"}
+        return value
+
+    def inspect(self, code, cursor_pos, detail_level=0):
+        value, error = self._request("inspect", {"code": code, "cursor_pos": cursor_pos,
+                                                 "detail_level": detail_level}, 10.0)
+        if not isinstance(value, dict) or error:
+            return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
+        return value
+
+    def cancel(self):
+        """Thread-safe (and safe from a signal handler): interrupt the running cell. The engine in the
+        worker turns SIGINT into a cancellation error; if the cell is still running ``cancel_grace``
+        seconds later, the worker is killed and replaced."""
+        w = self._running
+        if w is None:
+            return
+        if self._cancel_at is None:
+            self._cancel_at = time.monotonic()
+        w.signal(signal.SIGINT)
+
+    def reset(self):
+        """A fresh namespace in a fresh process: sandboxed code may have changed anything in the old one."""
+        with self._lock:
+            old = self._active
+            self._active = None
+            if old is not None:
+                old.kill("reset")
+            self._ensure_worker()
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def needs_restart_for(self, policy: Policy, level: str | None = None) -> str | None:
+        """Why running ``policy`` (at ``level``) needs a new worker, or None. A restart loses variables;
+        the kernel should say so before calling :meth:`restart`. Tightening never needs one: the engine
+        enforces the tighter policy and the OS layers stay as strict as they were."""
+        if level is not None and level != self.level:
+            return f"isolation changes from '{self.level}' to '{level}'"
+        if self.level == "kernel" and policy.network and not self.policy.network:
+            return "the policy needs network access, which this worker's system-call filter forbids"
+        mine, theirs = self.policy.limits.memory_mb, policy.limits.memory_mb
+        if mine is not None and (theirs is None or theirs > mine):
+            return f"the policy's memory limit ({theirs} MB) exceeds this worker's ({mine} MB)"
+        return None
+
+    def restart(self, policy: Policy | None = None) -> None:
+        """New workers (active and spare) built for ``policy``; the old ones and their state are gone."""
+        with self._lock:
+            if policy is not None:
+                self.policy = policy
+            self._discard_workers()
+            self._active = self._spawn()
+            self._ensure_worker()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            return self._ensure_worker() is not None
+
+    def status(self) -> dict:
+        w = self._active
+        layers = (w.ready or {}).get("layers") if w is not None else None
+        spare = self._spare
+        return {
+            "isolation": self.level,
+            "os_layers": layers or {"level": self.level, "active": [], "failed": [], "degraded": None},
+            "worker": {
+                "pid": w.pid if w is not None else None,
+                "state": ("ready" if w is not None and w.ready and w.alive() else
+                          "starting" if w is not None and w.fatal is None and w.alive() else "unavailable"),
+                "error": self.startup_error,
+                "cells": w.cells if w is not None else 0,
+                "rss_mb": round(w.rss_mb() or 0, 1) if w is not None else None,
+                "baseline_mb": (w.ready or {}).get("baseline_mb") if w is not None else None,
+                "restarts": self.restarts,
+                "last_loss": self.last_loss,
+                "last_recovery_ms": self.last_recovery_ms,
+                "spare": ("ready" if spare is not None and spare.ready else
+                          "starting" if spare is not None and spare.alive() else None),
+                "network": self.policy.network if self.level == "kernel" else True,
+                "memory_mb": self.policy.limits.memory_mb,
+            },
+        }
+
+    def shutdown(self):
+        with self._lock:
+            self._closed = True
+            for w in (self._active, self._spare):
+                if w is None:
+                    continue
+                try:
+                    w.channel.send({"op": "shutdown"}, timeout=0.5)
+                except ChannelError:
+                    pass
+                if w.wait_exit(0.5) is None:
+                    w.kill("shutdown")
+                w.channel.close()
+            self._active = self._spare = None
+
+    def __del__(self):
+        try:
+            for w in (self._active, self._spare):
+                if w is not None and w.proc.returncode is None:
+                    w.proc.kill()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _limits_dict(limits: Limits | None):
+    if limits is None:
+        return None
+    return {"ticks": limits.ticks, "timeout": limits.timeout, "memory_mb": limits.memory_mb,
+            "output_bytes": limits.output_bytes}
