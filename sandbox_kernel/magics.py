@@ -191,6 +191,8 @@ def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
             first_code_line = False
         if scanner.scan(text):
             parsed.refused.append(_refusal("help syntax (`obj?`)", lineno, text, policy))
+            out_lines.append("")
+            continue
         out_lines.append(text)
     parsed.code = "\n".join(out_lines)
     return parsed

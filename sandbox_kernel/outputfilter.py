@@ -69,7 +69,7 @@ def sanitize_html(html: str) -> str:
 # -- Markdown ------------------------------------------------------------------------------------
 
 # Inline links/images `[t](dest)` / `![t](dest)` and reference definitions `[t]: dest`.
-_MD_INLINE_LINK = re.compile(r"(!?)\]\(\s*(<[^>\n]*>|[^)\s]*)")
+_MD_INLINE_LINK = re.compile(r"(\])\(\s*(<[^>\n]*>|[^)\s]*)")
 _MD_REFERENCE = re.compile(r"^( {0,3}\[[^\]\n]+\]:[ \t]*)(<[^>\n]*>|\S+)", re.MULTILINE)
 _SAFE_LINK = re.compile(r"^(https?://|mailto:|#|[^:&%\\]*$)", re.IGNORECASE)
 # A destination with no scheme: relative to the notebook, served by the Jupyter server itself.
@@ -83,6 +83,19 @@ def _safe_destination(dest: str, image: bool) -> bool:
     return bool(_SAFE_LINK.match(dest))
 
 
+def _opens_image(text: str, close: int) -> bool:
+    """Whether the `]` at `close` ends the text of an image (`![...]`), matching nested brackets."""
+    depth = 0
+    for i in range(close, -1, -1):
+        if text[i] == "]":
+            depth += 1
+        elif text[i] == "[":
+            depth -= 1
+            if depth == 0:
+                return i > 0 and text[i - 1] == "!"
+    return True  # unbalanced: treat as an image, the stricter case
+
+
 def sanitize_markdown(text: str) -> str:
     """Markdown without raw HTML: `<` is escaped, unsafe link and image destinations become `#`.
 
@@ -92,11 +105,11 @@ def sanitize_markdown(text: str) -> str:
     text = text.replace("<", "&lt;")
 
     def inline(m: re.Match) -> str:
-        image = m.group(1) == "!"
+        image = _opens_image(m.string, m.start())
         dest = m.group(2).replace("&lt;", "<")
         if _safe_destination(dest, image):
             return m.group(0)
-        return f"{m.group(1)}](#"
+        return "](#"
 
     def reference(m: re.Match) -> str:
         # A reference may serve an image, which would load by itself: only destinations safe for
