@@ -25,7 +25,7 @@ import time
 from collections import deque
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Dict, Enum, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 
 from . import __version__
 from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
@@ -80,7 +80,11 @@ class SandboxKernel(IPythonKernel):
     audit_size = Int(200, help="How many recent denials %sandbox_audit shows.").tag(config=True)
     workdir = Unicode("", help="The sandbox working directory (files policy). Empty: the directory the "
                                "kernel starts in (the notebook's).").tag(config=True)
-    isolation_options = Dict(help="Extra keyword options passed to the isolation backend.").tag(config=True)
+    isolation_degraded = Bool(False, help="Let the kernel isolation level run cells when the OS cannot apply "
+                                          "every restriction (it reports what took effect). Off: fail "
+                                          "closed.").tag(config=True)
+    isolation_options = Dict(help="Extra keyword options for the worker backend (e.g. grace, "
+                                  "cancel_grace, spare, fsize_mb, nofile).").tag(config=True)
 
     @default("workdir")
     def _workdir_default(self):
@@ -139,6 +143,10 @@ class SandboxKernel(IPythonKernel):
         # ignores SIGINT otherwise. The kernelspec uses message mode, which needs no signal.
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
+        try:  # start the engine (or its worker) now, so the first cell does not wait for it
+            self.backend
+        except Exception:
+            self.log.error("the sandbox backend could not start; cells will report why", exc_info=True)
 
     @property
     def banner(self):
@@ -167,8 +175,11 @@ class SandboxKernel(IPythonKernel):
         if self._backend is None:
             from .isolation import make_backend
 
+            options = dict(self.isolation_options)
+            if self.current_isolation != "none":
+                options.setdefault("degraded", self.isolation_degraded)
             self._backend = make_backend(self.current_isolation, self.current_policy, workdir=self.workdir,
-                                         **dict(self.isolation_options))
+                                         **options)
         return self._backend
 
     def _replace_backend(self, level: str):
@@ -347,12 +358,14 @@ class SandboxKernel(IPythonKernel):
             if control.cell:
                 policy = cell_policy(control.args, policy, self._policies, self.ceiling,
                                      limits_override=overrides, line=control.line)
+                notes.append(self._worker_for(policy))
             elif control.name == "sandbox_policy":
                 if control.args:
                     policy = select_policy(control.args.split()[0], self._policies, self.ceiling,
                                            limits_override=overrides, line=control.line)
                     self.current_policy = policy
                     notes.append(f"policy for this and the following cells: {policy.name}\n")
+                    notes.append(self._worker_for(policy))
                 else:
                     notes.append(describe_policy(policy, ceiling=self.ceiling, isolation=self.current_isolation))
             elif control.name == "sandbox_isolation":
@@ -362,6 +375,15 @@ class SandboxKernel(IPythonKernel):
             elif control.name == "sandbox_audit":
                 notes.append(self._audit_text())
         return policy, "".join(notes)
+
+    def _worker_for(self, policy: Policy) -> str:
+        """A worker whose OS limits are tighter than `policy` needs is replaced (state is lost)."""
+        needs_restart_for = getattr(self._backend, "needs_restart_for", None)
+        reason = needs_restart_for(policy) if needs_restart_for else None
+        if not reason:
+            return ""
+        self._backend.restart(policy)
+        return f"a new sandbox worker was started because {reason}; variables from earlier cells are gone\n"
 
     def _isolation_magic(self, control: Control) -> str:
         levels = ", ".join(ISOLATION_LEVELS)
@@ -553,4 +575,5 @@ def _summary_from(done: dict, policy: Policy, isolation: str, cell) -> dict:
         "policy": done.get("policy", policy.name),
         "isolation": isolation,
         "filtered": list(cell.filtered),
+        **({"worker": done["worker"]} if isinstance(done.get("worker"), dict) else {}),
     }
