@@ -62,6 +62,7 @@ class Worker:
         self.channel = channel
         self.engine = None
         self.running = False
+        self.memory_mb = None
         self._policy_cache: tuple[str, object] | None = None
 
     # -- sending -------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ class Worker:
 
         oslayers.apply_late(record, memory_mb=init.get("memory_mb", policy.limits.memory_mb),
                             network=policy.network, fsize_mb=init.get("fsize_mb"), nofile=init.get("nofile"))
+        self.memory_mb = init.get("memory_mb", policy.limits.memory_mb)
         self.engine = factory(policy, workdir=workdir)
         self._policy_cache = (json.dumps(policy.to_dict(), sort_keys=True), policy)
         signal.signal(signal.SIGINT, self._on_interrupt)
@@ -171,6 +173,24 @@ class Worker:
             self.send({"type": "reply", "id": rid, "value": None, "error": f"{type(exc).__name__}: {exc}"})
         return True
 
+    def _explain(self, err: dict) -> dict:
+        """A MemoryError raised because the worker hit its address-space limit says so."""
+        if err.get("ename") == "MemoryError" and self.memory_mb:
+            note = (f"out of memory: the sandbox worker's memory limit is {self.memory_mb} MB; "
+                    "the cell stopped, the variables bound before it are kept")
+            detail = err.get("evalue") or ""
+            err = {**err, "evalue": f"{note} ({detail})" if detail else note}
+            tb = list(err.get("traceback") or [])
+            if tb:
+                tb[-1] = f"MemoryError: {err['evalue']}"
+            err["traceback"] = tb
+        return err
+
+    def _emit(self, event: dict) -> None:
+        if event.get("type") == "error":
+            event = self._explain(event)
+        self.send(event)
+
     def run_cell(self, req: dict) -> None:
         from ..policy import Limits
         from . import rlimits
@@ -184,8 +204,10 @@ class Worker:
             rlimits.set_cell_cpu_budget(None)
         self.running = True
         try:
-            done = self.engine.run_cell(req["source"], emit=self.send, policy=policy, limits=limits,
+            done = self.engine.run_cell(req["source"], emit=self._emit, policy=policy, limits=limits,
                                         execution_count=req.get("execution_count"))
+            if isinstance(done, dict) and isinstance(done.get("error"), dict):
+                done["error"] = self._explain(done["error"])
         except (ChannelClosed, BrokenPipeError):
             raise
         except BaseException as exc:  # noqa: B902 - an engine failure must still close the cell
