@@ -93,8 +93,9 @@ class WorkerProcess:
         except (OSError, ValueError):
             pass
 
-    def wait_ready(self, timeout: float) -> bool:
-        """True once the worker reported ready; False (with self.fatal set) if it cannot be used."""
+    def wait_ready(self, timeout: float, *, give_up: bool = True) -> bool:
+        """True once the worker reported ready; False (with self.fatal set) if it cannot be used.
+        With ``give_up=False`` a timeout only means "not yet"."""
         if self.ready is not None:
             return True
         if self.fatal is not None:
@@ -103,6 +104,8 @@ class WorkerProcess:
             msg = validate_event(self.channel.recv(deadline=time.monotonic() + timeout),
                                  allowed={"ready", "fatal"})
         except ChannelTimeout:
+            if not give_up:
+                return False
             self.fatal = f"the sandbox worker did not start within {timeout:g} s"
             self.kill("startup timeout")
             return False
@@ -358,8 +361,9 @@ class WorkerBackend:
         rc = w.proc.returncode
         memory = self.policy.limits.memory_mb
         if rc == -signal.SIGKILL and w.killed_by_host is None:
-            limit = f"limit {memory} MB" if memory else "no memory limit"
-            return "memory", f"the sandbox worker was killed: out of memory ({limit})"
+            limit = f"limit {memory} MB" if memory else "no memory limit was set"
+            return "memory", (f"the sandbox worker was killed (SIGKILL from the operating system): most "
+                              f"likely out of memory ({limit})")
         if rc == -signal.SIGXCPU:
             return "cpu", "the sandbox worker was killed: it used up its CPU time limit"
         reason = "exit" if rc is not None and rc >= 0 else "crash"
@@ -509,8 +513,17 @@ class WorkerBackend:
             self._ensure_worker()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until a worker is ready (True) or cannot start (False; see status())."""
         with self._lock:
             return self._ensure_worker() is not None
+
+    def warm_spare(self, timeout: float = 60.0) -> bool:
+        """Block until the pre-warmed spare worker is ready (True), so a crash recovers at once."""
+        with self._lock:
+            if self._ensure_worker() is None:
+                return False
+            s = self._spare
+            return s is not None and s.wait_ready(timeout, give_up=False)
 
     def status(self) -> dict:
         w = self._active

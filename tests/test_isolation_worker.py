@@ -1,0 +1,376 @@
+"""Levels `process` and `kernel` end to end: the real engine in a worker, crash containment, hard limits,
+interrupts, a hostile worker, fail-closed start-up, restarts for looser policies, the data stack.
+
+Attacks that must be stopped by the operating system run through a test-only engine (RogueEngine in
+isolation_support.py) that executes the cell as plain Python inside the worker: the Python gates are out
+of the picture, as they would be for a C extension gone rogue. The same attacks through the real engine
+with a policy that grants os/socket/subprocess/ctypes are refused by the gates first (also checked)."""
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from sandbox_kernel.isolation import make_backend
+from sandbox_kernel.policy import PRESETS
+
+from isolation_support import Listener, Run, rogue_policy
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker levels are tested on Linux")
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+LEVELS = ("process", "kernel")
+SECRET_ENV = "SANDBOX_TEST_KERNEL_SECRET"
+
+
+def _real_policy():
+    return PRESETS["data-science"].with_limits(timeout=5.0, memory_mb=512)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    backends = {}
+    for level in LEVELS:
+        backends[level] = make_backend(level, _real_policy(), str(tmp_path_factory.mktemp(f"real-{level}")),
+                                       grace=1.0, cancel_grace=1.0)
+    for b in backends.values():
+        assert b.wait_ready(), b.status()
+    yield backends
+    for b in backends.values():
+        b.shutdown()
+
+
+@pytest.fixture(scope="module")
+def rogue(tmp_path_factory):
+    os.environ[SECRET_ENV] = "hunter2"
+    try:
+        backends = {}
+        for level in LEVELS:
+            backends[level] = make_backend(
+                level, rogue_policy(limits={"memory_mb": 512, "timeout": 5.0}),
+                str(tmp_path_factory.mktemp(f"rogue-{level}")), grace=1.0, cancel_grace=1.0,
+                engine="isolation_support:RogueEngine", extra_sys_path=[TESTS_DIR])
+        for b in backends.values():
+            assert b.wait_ready(), b.status()
+    finally:
+        del os.environ[SECRET_ENV]
+    yield backends
+    for b in backends.values():
+        b.shutdown()
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    root = tmp_path_factory.mktemp("host")
+    (root / "secret.txt").write_text("TOP-SECRET-HOST-DATA")
+    (root / "target.txt").write_text("original")
+    listener = Listener()
+    yield {"root": root, "listener": listener}
+    listener.close()
+
+
+def pid(backend):
+    return backend.status()["worker"]["pid"]
+
+
+# -- the basics ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_state_persists_across_cells_in_the_worker(real, level):
+    b = real[level]
+    assert Run(b, "x = 41\ndef f():\n    return y + x\ny = 1").ok
+    r = Run(b, "f()")
+    assert r.ok and r.text() == "42"
+    assert pid(b) != os.getpid()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_errors_denials_completion_and_evaluate_cross_the_channel(real, level):
+    b = real[level]
+    r = Run(b, "import os")
+    assert not r.ok and "import of 'os' is not allowed" in r.error["evalue"]
+    assert any(e["type"] == "denial" for e in r.events)
+    assert "zip" in b.complete("zi", 2)["matches"]
+    assert b.evaluate("6 * 7")["data"]["text/plain"] == "42"
+    assert b.inspect("len", 3)["found"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_events_are_relayed_as_they_happen(rogue, level):
+    b = rogue[level]
+    seen = []
+    t0 = time.monotonic()
+    done = b.run_cell("import sys, time\nprint('first')\nsys.stdout.flush()\ntime.sleep(0.6)\nprint('second')",
+                      emit=lambda e: seen.append((time.monotonic() - t0, e)))
+    assert done["status"] == "ok"
+    first = next(t for t, e in seen if e["type"] == "stream" and "first" in e["text"])
+    assert first < 0.4 and time.monotonic() - t0 >= 0.6
+
+
+def test_worker_environment_holds_no_kernel_secrets(rogue):
+    r = Run(rogue["process"], f"import os\nos.environ.get({SECRET_ENV!r}, 'absent')")
+    assert r.text() == "'absent'"
+
+
+def test_status_reports_exactly_the_active_layers(real):
+    assert real["process"].status()["os_layers"]["active"] == ["rlimits"]
+    s = real["kernel"].status()
+    assert s["isolation"] == "kernel"
+    assert sorted(s["os_layers"]["active"]) == ["capabilities", "landlock", "rlimits", "seccomp"]
+    assert s["os_layers"]["failed"] == [] and s["os_layers"]["degraded"] is False
+    assert s["worker"]["state"] == "ready"
+
+
+# -- what the OS stops under `kernel` ---------------------------------------------------------------
+
+def test_kernel_spawning_a_process_fails_and_nothing_runs(rogue, outside):
+    marker = outside["root"] / "spawned"
+    for cell in (f"import os\nassert os.system('touch {marker}') == 0",
+                 f"import subprocess\nsubprocess.run(['touch', '{marker}'], check=True)",
+                 f"import ctypes\nassert ctypes.CDLL(None).system(b'touch {marker}') == 0",
+                 "import os\nos.fork()"):
+        r = Run(rogue["kernel"], cell)
+        assert not r.ok, cell
+    assert not marker.exists()
+
+
+def test_kernel_socket_to_loopback_fails_and_listener_receives_nothing(rogue, outside):
+    port = outside["listener"].port
+    for cell in (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\ns.sendall(b'LEAK')",
+                 "import ctypes\nfd = ctypes.CDLL(None).socket(2, 1, 0)\nassert fd >= 0"):
+        r = Run(rogue["kernel"], cell)
+        assert not r.ok, cell
+    time.sleep(0.2)
+    assert outside["listener"].connections == 0 and outside["listener"].data == b""
+
+
+def test_kernel_reading_a_host_file_outside_the_workdir_fails(rogue, outside):
+    for path in (outside["root"] / "secret.txt", "/etc/passwd"):
+        r = Run(rogue["kernel"], f"open({str(path)!r}).read()")
+        assert not r.ok and "PermissionError" in r.error["ename"]
+        assert "TOP-SECRET" not in str(r.events)
+
+
+def test_kernel_writing_outside_fails_and_target_is_unchanged(rogue, outside):
+    target = outside["root"] / "target.txt"
+    r = Run(rogue["kernel"], f"f = open({str(target)!r}, 'w')\nf.write('PWNED')\nf.close()")
+    assert not r.ok
+    assert target.read_text() == "original"
+    assert Run(rogue["kernel"], "open('inside.txt', 'w').write('fine')").ok
+
+
+def test_same_attacks_through_the_real_engine_are_refused_by_the_gates_first(real, outside, tmp_path):
+    b = make_backend("kernel", rogue_policy(), str(tmp_path), spare=False)
+    try:
+        marker = outside["root"] / "spawned-real"
+        for cell in (f"import os\nos.system('touch {marker}')",
+                     f"import subprocess\nsubprocess.run(['touch', '{marker}'])",
+                     f"import socket\nsocket.create_connection(('127.0.0.1', {outside['listener'].port}))",
+                     f"open({str(outside['root'] / 'secret.txt')!r}).read()"):
+            assert not Run(b, cell).ok, cell
+        assert not marker.exists() and outside["listener"].connections == 0
+    finally:
+        b.shutdown()
+
+
+def test_control_the_same_attacks_succeed_at_level_process(rogue, outside):
+    """Without the OS layers the rogue engine does read the secret: the kernel-level failures above
+    are the OS layers' work, not an accident of the test."""
+    r = Run(rogue["process"], f"open({str(outside['root'] / 'secret.txt')!r}).read()")
+    assert r.ok and "TOP-SECRET" in r.text()
+
+
+# -- crashes, memory, hard limits -------------------------------------------------------------------
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_allocation_bomb_is_contained_with_a_clear_message(real, level):
+    b = real[level]
+    Run(b, "keep = 'still here'")
+    r = Run(b, "import numpy as np\nxs = []\nwhile True:\n    xs.append(np.ones(2**22))")
+    assert not r.ok and "memory" in r.error["evalue"].lower()
+    r2 = Run(b, "del xs\nkeep")
+    assert r2.ok and r2.text() == "'still here'", r2.done   # contained: the worker and its state live on
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_allocation_bomb_below_the_engine_is_stopped_by_rlimit(rogue, level):
+    """No engine checks at all (rogue engine): RLIMIT_AS turns the bomb into MemoryError."""
+    b = rogue[level]
+    before = pid(b)
+    r = Run(b, "x = bytearray(4 * 2**30)")
+    assert not r.ok and r.error["ename"] == "MemoryError"
+    assert "memory limit is 512 MB" in r.error["evalue"]
+    assert Run(b, "1 + 1").text() == "2" and pid(b) == before
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_worker_killed_by_the_os_kills_only_the_worker(rogue, level):
+    """What the kernel's OOM killer does (SIGKILL): the kernel reports it and answers the next cell."""
+    b = rogue[level]
+    assert b.warm_spare()
+    before = pid(b)
+    r = Run(b, "import os, signal\nstate = 1\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert not r.ok and r.error["ename"] == "SandboxWorkerLost"
+    msg = r.error["evalue"]
+    assert "killed" in msg and "out of memory" in msg and "512 MB" in msg and "variables were lost" in msg
+    assert r.done["worker"]["state_lost"] is True
+    r2 = Run(b, "'state' in globals()")
+    assert r2.ok and r2.text() == "False" and pid(b) != before
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_segfault_kills_only_the_worker_and_recovery_is_fast(rogue, level):
+    b = rogue[level]
+    assert b.warm_spare()
+    r = Run(b, "import ctypes\nctypes.string_at(0)")
+    assert not r.ok and "segmentation fault" in r.error["evalue"] and "variables were lost" in r.error["evalue"]
+    assert b.status()["worker"]["last_recovery_ms"] <= 300
+    assert Run(b, "import numpy, pandas, plotly\n2 + 2").text() == "4"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_worker_exit_is_reported(rogue, level):
+    r = Run(rogue[level], "import os\nos._exit(7)")
+    assert "exited with status 7" in r.error["evalue"]
+    assert Run(rogue[level], "3").text() == "3"
+
+
+def test_cell_stuck_in_c_ends_within_timeout_plus_grace(real):
+    """pbkdf2 runs for tens of seconds in C without looking at signals: the engine's soft timeout
+    cannot fire, so the host kills the worker at timeout + grace."""
+    b = real["process"]
+    t0 = time.monotonic()
+    r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)",
+            limits=_real_policy().limits.__class__(timeout=1.0, memory_mb=512))
+    elapsed = time.monotonic() - t0
+    assert not r.ok and r.done["worker"]["reason"] == "timeout"
+    assert "time limit (1 s)" in r.error["evalue"]
+    assert elapsed < 1.0 + 1.0 + 1.5, elapsed
+    assert Run(b, "1").text() == "1"
+
+
+def test_interrupt_reaches_the_worker_and_keeps_state(real):
+    b = real["process"]
+    Run(b, "kept = 5")
+    before = pid(b)
+    threading.Timer(0.5, b.cancel).start()
+    t0 = time.monotonic()
+    r = Run(b, "while True:\n    pass")
+    assert not r.ok and time.monotonic() - t0 < 2.0
+    assert "interrupt" in (r.error["ename"] + r.error["evalue"]).lower()
+    assert Run(b, "kept").text() == "5" and pid(b) == before
+
+
+def test_interrupt_of_a_cell_stuck_in_c_kills_after_the_grace(real):
+    b = real["kernel"]
+    threading.Timer(0.3, b.cancel).start()
+    t0 = time.monotonic()
+    r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)")
+    assert r.done["worker"]["reason"] == "interrupt" and time.monotonic() - t0 < 2.5
+    assert Run(b, "2").text() == "2"
+
+
+# -- a hostile worker --------------------------------------------------------------------------------
+
+FIND_CHANNEL = ("import os, stat\n"
+                "fds = [fd for fd in range(3, 256) if _is_sock(fd)]\n")
+
+
+@pytest.mark.parametrize("payload", [
+    b"\xff\xff\xff\xff",                                      # claims a 4 GB frame
+    b"\x00\x00\x00\x05junk!",                                 # not JSON
+    b'\x00\x00\x00\x1b{"type":"exec","code":"1+1"}',          # a message type the host does not know
+    b'\x00\x00\x00\x1d{"type":"stream","name":"x","text":1}'[:4] + b'{"type":"stream","name":"x","text":1}',
+])
+def test_malformed_message_ends_the_worker_never_the_kernel(rogue, payload):
+    b = rogue["process"]
+    cell = ("import os, stat\n"
+            "for fd in range(3, 256):\n"
+            "    try:\n"
+            "        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+            f"            os.write(fd, {payload!r})\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "import time\ntime.sleep(2)")
+    r = Run(b, cell)
+    assert not r.ok and r.done["worker"]["reason"] == "protocol", r.done
+    assert "malformed" in r.error["evalue"]
+    assert Run(b, "'alive'").text() == "'alive'"
+
+
+def test_output_flood_is_cut_off(tmp_path):
+    b = make_backend("process", rogue_policy(), str(tmp_path), engine="isolation_support:RogueEngine",
+                     extra_sys_path=[TESTS_DIR], spare=False, max_cell_bytes=2 * 2**20)
+    try:
+        r = Run(b, "while True:\n    print('x' * 100000)")
+        assert not r.ok and r.done["worker"]["reason"] == "protocol" and "MB of output" in r.error["evalue"]
+        assert Run(b, "5").text() == "5"
+    finally:
+        b.shutdown()
+
+
+# -- fail closed, restarts ---------------------------------------------------------------------------
+
+def test_worker_that_cannot_start_means_cells_do_not_run(tmp_path):
+    b = make_backend("kernel", _real_policy(), str(tmp_path), engine="no_such_module:Engine", spare=False)
+    try:
+        r = Run(b, "open('ran.txt', 'w').write('x')")
+        assert not r.ok and r.error["ename"] == "SandboxUnavailable"
+        assert "cells do not run" in r.error["evalue"] and "Nothing was executed" in r.error["evalue"]
+        assert not (tmp_path / "ran.txt").exists()
+        assert b.status()["worker"]["state"] == "unavailable"
+    finally:
+        b.shutdown()
+
+
+def test_looser_policy_needs_a_new_worker(rogue, outside):
+    b = rogue["kernel"]
+    base = b.policy
+    assert b.needs_restart_for(base) is None
+    assert b.needs_restart_for(PRESETS["strict"].with_limits(memory_mb=256)) is None   # tighter: no restart
+    assert "network" in b.needs_restart_for(rogue_policy(network=True, limits={"memory_mb": 512}))
+    assert "memory" in b.needs_restart_for(rogue_policy(limits={"memory_mb": 4096}))
+    assert "isolation" in b.needs_restart_for(base, level="process")
+    port = outside["listener"].port
+    cell = f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\ns.sendall(b'hi')\ns.close()"
+    assert not Run(b, cell).ok
+    b.restart(rogue_policy(network=True, limits={"memory_mb": 512, "timeout": 5.0}))
+    try:
+        assert b.status()["worker"]["network"] is True
+        assert Run(b, cell).ok
+        deadline = time.monotonic() + 3
+        while outside["listener"].data != b"hi" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert outside["listener"].data == b"hi"
+    finally:
+        b.restart(base)
+        outside["listener"].connections, outside["listener"].data = 0, b""
+
+
+def test_reset_gives_a_fresh_process(real):
+    b = real["process"]
+    Run(b, "gone = 1")
+    before = pid(b)
+    b.reset()
+    assert pid(b) != before
+    assert Run(b, "'gone' in globals()").text() in ("False", None) or not Run(b, "gone").ok
+
+
+# -- the data stack under `kernel` ---------------------------------------------------------------------
+
+def test_data_stack_smoke_under_kernel(real):
+    b = real["kernel"]
+    r = Run(b, "import numpy as np\na = np.random.rand(400, 400)\nb = a @ a\n"
+               "bool(np.allclose(b, np.dot(a, a)))")
+    assert r.ok and r.text() == "True", r.done
+    r = Run(b, "import pandas as pd\n"
+               "df = pd.DataFrame({'k': ['a', 'b', 'a', 'b'], 'c': ['x', 'x', 'y', 'y'], 'v': [1, 2, 3, 4]})\n"
+               "p = df.pivot_table(index='k', columns='c', values='v', aggfunc='sum')\nint(p.loc['b', 'y'])")
+    assert r.ok and r.text() == "4", r.done
+    r = Run(b, "import plotly.express as px\npx.bar(df, x='k', y='v', color='c')")
+    assert r.ok and any("application/vnd.plotly.v1+json" in d for d in r.results()), r.done
+    r = Run(b, "df.to_csv('data.csv', index=False)\nback = pd.read_csv('data.csv')\nint(back['v'].sum())")
+    assert r.ok and r.text() == "10", r.done
+    assert os.path.exists(os.path.join(b.workdir, "data.csv"))
