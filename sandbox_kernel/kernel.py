@@ -97,6 +97,7 @@ class SandboxKernel(IPythonKernel):
         self._count = 0
         self._history: list[tuple[int, int, str, str | None]] = []  # (session, line, input, output)
         self._audit: deque = deque(maxlen=max(self.audit_size, 1))
+        self._audit_pending: list[dict] = []
         self._running = threading.Event()
         self._backend = None
         self._backend_error: str | None = None
@@ -213,17 +214,31 @@ class SandboxKernel(IPythonKernel):
     def _record_denial(self, record: dict):
         entry = {"time": time.time(), "cell": self._count, **record}
         self._audit.append(entry)
-        if self.audit_log:
-            try:
-                with open(self.audit_log, "a", encoding="utf-8") as fh:
+        self._audit_pending.append(entry)
+
+    def _flush_audit(self):
+        """Write pending denials to the audit log. Called only between cells: while a cell runs
+        in-process, the engine confines file access process-wide, this callback included."""
+        pending, self._audit_pending = self._audit_pending, []
+        if not (self.audit_log and pending):
+            return
+        try:
+            with open(self.audit_log, "a", encoding="utf-8") as fh:
+                for entry in pending:
                     fh.write(json.dumps(entry, default=str) + "\n")
-            except OSError:
-                self.log.warning("cannot write the audit log %s", self.audit_log, exc_info=True)
+        except OSError:
+            self.log.warning("cannot write the audit log %s", self.audit_log, exc_info=True)
 
     # -- execute -----------------------------------------------------------------------------------
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
+        try:
+            return self._execute(code, silent, store_history, user_expressions)
+        finally:
+            self._flush_audit()
+
+    def _execute(self, code, silent, store_history, user_expressions):
         count = self._count
         policy = self.current_policy
         cell = self.output_filter.cell(policy.limits.output_bytes)
@@ -286,6 +301,12 @@ class SandboxKernel(IPythonKernel):
         state = {"result_text": None}
 
         def emit(event: dict):
+            try:
+                publish(event)
+            except Exception:  # a kernel-side fault must not become the cell's error
+                self.log.error("could not publish a sandbox event", exc_info=True)
+
+        def publish(event: dict):
             kind = event.get("type")
             if kind == "stream":
                 chunks = cell.stream(event.get("name"), event.get("text"))
