@@ -1,0 +1,193 @@
+"""Must-block: the reserved gate namespace (__st_*__) and the runtime's names cannot be read, bound or
+shadowed at any binding site; attribute names that are not plain str, or that NFKC-normalise to a
+hidden name, cannot fool the gates."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+G = "__st_getattr__"
+
+# (source, line of the offending name). Every source binds or reads a reserved name.
+BINDING_SITES = [
+    (f"{G} = print", 1),
+    (f"{G} += 1", 1),
+    (f"{G}: int = 1", 1),
+    (f"a, *{G} = [1, 2]", 1),
+    (f"({G}) = 1", 1),
+    (f"[a, ({G}, b)] = [1, (2, 3)]", 1),
+    (f"print(({G} := 1))", 1),
+    (f"for {G} in [1]:\n    pass", 1),
+    (f"for a, {G} in [(1, 2)]:\n    pass", 1),
+    (f"x = [1 for {G} in [1]]", 1),
+    (f"x = {{1 for {G} in [1]}}", 1),
+    (f"x = {{k: 1 for k, {G} in [(1, 2)]}}", 1),
+    (f"x = list(1 for {G} in [1])", 1),
+    (f"x = [y for y in [1] if ({G} := y)]", 1),
+    (f"def f({G}):\n    pass", 1),
+    (f"def f({G}, /):\n    pass", 1),
+    (f"def f(a, /, {G}=1):\n    pass", 1),
+    (f"def f(*, {G}):\n    pass", 1),
+    (f"def f(*{G}):\n    pass", 1),
+    (f"def f(**{G}):\n    pass", 1),
+    (f"async def f({G}, /):\n    pass", 1),
+    (f"f = lambda {G}: 0", 1),
+    (f"f = lambda {G}, /: 0", 1),
+    (f"f = lambda *, {G}: 0", 1),
+    (f"f = lambda *{G}: 0", 1),
+    (f"def {G}():\n    pass", 1),
+    (f"async def {G}():\n    pass", 1),
+    (f"class {G}:\n    pass", 1),
+    (f"class C:\n    {G} = 1", 2),
+    (f"class C:\n    def {G}(self):\n        pass", 2),
+    (f"import math as {G}", 1),
+    (f"import math.floor as {G}", 1),
+    (f"from math import floor as {G}", 1),
+    (f"from math import {G}", 1),
+    (f"import {G}", 1),
+    (f"try:\n    pass\nexcept Exception as {G}:\n    pass", 3),
+    (f"try:\n    pass\nexcept* Exception as {G}:\n    pass", 3),
+    (f"match 1:\n    case {G}:\n        pass", 2),
+    (f"match 1:\n    case int() as {G}:\n        pass", 2),
+    (f"match [1, 2]:\n    case [1, *{G}]:\n        pass", 2),
+    (f"match {{'a': 1}}:\n    case {{**{G}}}:\n        pass", 2),
+    (f"match {{'a': 1}}:\n    case {{'a': {G}}}:\n        pass", 2),
+    (f"match 1:\n    case (1 | 2) as {G}:\n        pass", 2),
+    (f"match (1, 2):\n    case (a, {G}):\n        pass", 2),
+    (f"global {G}", 1),
+    (f"def f():\n    global {G}\n    {G} = 1", 2),
+    (f"def f():\n    {G} = 1\n    def g():\n        nonlocal {G}", 2),
+    (f"del {G}", 1),
+    (f"with open('x', 'w') as {G}:\n    pass", 1),
+    (f"with open('x', 'w') as (a, {G}):\n    pass", 1),
+    # reading the gate or the runtime's names
+    (f"print({G})", 1),
+    (f"x = {G}(1, 'real')", 1),
+    ("x = __st_tick__", 1),
+    ("x = __st_import__('os', False)", 1),
+    ("x = __st_write__", 1),
+    ("x = __st_matched__", 1),
+    ("x = __st_anything_new__", 1),
+    ("x = __builtins__", 1),
+    ("x = __builtins__['__import__']('os')", 1),
+    ("x = __import__('os')", 1),
+    ("x = __build_class__", 1),
+    ("x = __loader__", 1),
+    ("x = __spec__", 1),
+    ("x = __file__", 1),
+    ("x = __dict__", 1),
+    ("__builtins__ = {}", 1),
+    ("__name__ = 'x'", 1),
+    ("__class__ = 1", 1),
+    ("def f(__builtins__):\n    pass", 1),
+    ("for __builtins__ in [1]:\n    pass", 1),
+    # NFKC: the parser normalises fullwidth/compatibility characters to the reserved name
+    ("__\uff53\uff54_getattr__ = 1", 1),
+    ("x = __\uff42uiltins__", 1),
+    ("def f(__\uff53t_tick__):\n    pass", 1),
+]
+
+
+@pytest.mark.parametrize("src,line", BINDING_SITES, ids=[s.replace("\n", "/")[:60] for s, _ in BINDING_SITES])
+def test_reserved_name_is_refused_before_running(sandbox, src, line):
+    r = sandbox.run(f"print('ran')\n{src}\n")
+    assert not r.ok, r
+    assert r.error_name in ("NameDenied", "ValidationDenied", "SyntaxError"), r
+    if r.error_name != "SyntaxError":
+        assert r.denied("name", line=line + 1) or r.denied("syntax", line=line + 1), r
+    assert r.stdout == "", "the cell must be refused before any of it runs"
+    # the gates still work afterwards
+    r2 = sandbox.run("x = ().__class__.__bases__")
+    assert not r2.ok and r2.denied("attribute", line=1), r2
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="type parameters need Python 3.12")
+@pytest.mark.parametrize("src", [f"def f[{G}](): pass", f"class C[{G}]: pass", f"type {G} = int",
+                                 f"type T[{G}] = list", f"def f[*{G}](): pass", f"def f[**{G}](): pass"])
+def test_reserved_name_in_type_params(sandbox, src):
+    r = sandbox.run(src)
+    assert not r.ok and (r.denied("name") or r.denied("syntax")), r
+
+
+def test_locals_copy_cannot_shadow_gates(sandbox):
+    r = sandbox.run("d = locals()\n"
+                    "d['__st_getattr__'] = lambda o, n: 'SHADOWED'\n"
+                    "print('__builtins__' in d, '__st_getattr__' in globals if False else 0)\n"
+                    "x = ().__class__.__bases__\n")
+    assert not r.ok and r.denied("attribute", line=4), r
+
+
+def test_class_namespace_cannot_shadow_gates(sandbox):
+    r = sandbox.run("class C:\n"
+                    "    locals()['__st_getattr__'] = lambda o, n: getattr\n"
+                    "    x = ().__class__.__bases__\n")
+    assert not r.ok and r.denied("attribute", line=3), r
+
+
+def test_kwargs_named_like_gates_do_not_shadow(sandbox):
+    r = sandbox.run("def f(**kw):\n    return ().__class__.__bases__\n"
+                    "f(**{'__st_getattr__': print})\n")
+    assert not r.ok and r.denied("attribute", line=2), r
+
+
+# --- attribute names that are not plain str -------------------------------------------------------
+
+STR_SUBCLASSES = {
+    "eq": "class N(str):\n    def __eq__(self, o):\n        return True\n    __hash__ = str.__hash__\n",
+    "hash": "class N(str):\n    def __hash__(self):\n        return hash('__name__')\n"
+            "    def __eq__(self, o):\n        return True\n",
+    "startswith": "class N(str):\n    def startswith(self, *a):\n        return False\n"
+                  "    def endswith(self, *a):\n        return False\n",
+    "isascii": "class N(str):\n    def isascii(self):\n        return True\n",
+    "str": "class N(str):\n    def __str__(self):\n        return 'name'\n    def __repr__(self):\n        return 'name'\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STR_SUBCLASSES))
+@pytest.mark.parametrize("call", ["getattr(f, N('__globals__'))", "getattr(g, N('gi_frame'))",
+                                  "getattr(int, N('__subclasses__'))", "getattr(f, N('__code__'))"])
+def test_str_subclass_attribute_name(sandbox, kind, call):
+    assert sandbox.run(STR_SUBCLASSES[kind] +
+                       "def f():\n    pass\ndef gen():\n    yield 1\ng = gen()\n"
+                       "f.__name__\nint.__name__\ng.__name__\n").ok   # warm the decision cache
+    r = sandbox.run(f"x = {call}")
+    assert not r.ok, r
+    assert r.denied("attribute", line=1), r
+    assert "x" not in sandbox.ns
+
+
+@pytest.mark.parametrize("kind", sorted(STR_SUBCLASSES))
+def test_str_subclass_name_for_writes(sandbox, kind):
+    assert sandbox.run(STR_SUBCLASSES[kind] + "import math\nclass K:\n    pass\nk = K()\nk.name = 1\n").ok
+    for call in ("setattr(math, N('pi'), 3)", "setattr(K, N('__bases__'), (object,))",
+                 "setattr(k, N('__class__'), int)", "delattr(math, N('pi'))"):
+        r = sandbox.run(call)
+        assert not r.ok and r.denials, (call, r)
+    import math
+    assert math.pi == 3.141592653589793
+
+
+@pytest.mark.parametrize("kind", sorted(STR_SUBCLASSES))
+def test_str_subclass_module_name_for_import(sandbox, kind):
+    assert sandbox.run(STR_SUBCLASSES[kind]).ok
+    r = sandbox.run("import importlib\n")
+    assert not r.ok
+    r = sandbox.run("import math\nx = getattr(math, N('__loader__'))")
+    assert not r.ok and r.denials, r
+
+
+@pytest.mark.parametrize("name", ["__\uff47lobals__", "\uff47i_frame", "__cl\u0430ss__", "__globals__\u200b",
+                                  "__globa\u217cs__"])
+def test_non_ascii_attribute_names_in_getattr(sandbox, name):
+    """getattr() receives the raw string (no parser normalisation): it either names nothing or is refused."""
+    r = sandbox.run(f"def f():\n    pass\ndef gen():\n    yield 1\ng = gen()\n"
+                    f"x = getattr(f, {name!r}, None) or getattr(g, {name!r}, None)\nprint(x)")
+    assert "x" not in sandbox.ns or sandbox.ns["x"] is None, r
+
+
+def test_nfkc_attribute_syntax_is_normalised_then_refused(run):
+    r = run("def f():\n    pass\nx = f.__\uff47lobals__\n")
+    assert not r.ok and r.denied("attribute", line=3), r
+    r = run("def gen():\n    yield 1\nx = gen().\uff47i_frame\n")
+    assert not r.ok and r.denied("attribute", line=3), r
