@@ -6,6 +6,8 @@ event protocol (plain JSON dicts; see engine.py), so the kernel does not care wh
 """
 from __future__ import annotations
 
+import os
+
 from ..policy import ISOLATION_LEVELS, Policy
 
 
@@ -45,7 +47,25 @@ class InProcessBackend:
         pass
 
 
+def default_isolation() -> str:
+    """The level a kernel should start with when the operator did not choose one.
+
+    Linux: ``kernel`` (secure by default: a worker confined by Landlock, seccomp and rlimits; it fails
+    closed with a message saying what to do if the host cannot apply a layer). Other POSIX systems:
+    ``process`` (crash and memory containment; the OS layers are Linux-only). Elsewhere: ``none``.
+    docs/isolation.md explains the choice."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        return "kernel"
+    if os.name == "posix":
+        return "process"
+    return "none"
+
+
 def make_backend(level: str, policy: Policy, workdir: str | None = None, **options):
+    """The backend for ``level``. Options for the worker levels: see WorkerBackend (degraded, grace,
+    cancel_grace, spare, startup_timeout, warm, fsize_mb, nofile, extra_read, max_cell_bytes ...)."""
     if level not in ISOLATION_LEVELS:
         raise ValueError(f"unknown isolation level {level!r}; choose one of {', '.join(ISOLATION_LEVELS)}")
     if level == "none":

@@ -13,6 +13,7 @@ end of a socketpair, relays its events as they arrive and owns its life:
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import signal
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 from ..policy import Limits, Policy
 from .channel import (MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError,
@@ -47,6 +49,20 @@ _SIGNAL_TEXT = {
 }
 
 
+_LIVE: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_workers():
+    """No worker outlives the kernel."""
+    for w in list(_LIVE):
+        try:
+            if w.proc.returncode is None:
+                w.proc.kill()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class WorkerLost(Exception):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -66,6 +82,9 @@ class WorkerProcess:
                     "MPLCONFIGDIR": workdir})
         cmd = [python or sys.executable, "-I", "-m", "sandbox_kernel.isolation.worker",
                "--fd", str(child.fileno())]
+        if threading.current_thread() is threading.main_thread():
+            # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only safe from the main thread.
+            cmd.append("--die-with-parent")
         self.spawned = time.monotonic()
         try:
             self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
@@ -74,6 +93,7 @@ class WorkerProcess:
         finally:
             child.close()
         self.pid = self.proc.pid
+        _LIVE.add(self)
         self.channel = Channel(parent, max_recv=max_event_bytes, max_send=MAX_REQUEST_BYTES)
         self.ready: dict | None = None
         self.fatal: str | None = None
@@ -87,9 +107,18 @@ class WorkerProcess:
             self.fatal = f"could not start the worker: {exc}"
 
     def _drain(self):
+        """Keep the last few KB of the worker's stderr for diagnostics, reading in bounded chunks (a
+        worker that writes a gigabyte without a newline costs the host nothing)."""
+        fd = self.proc.stderr.fileno()
+        tail = b""
         try:
-            for line in self.proc.stderr:
-                self.stderr_tail.append(line[:500].decode("utf-8", "replace").rstrip())
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                tail = (tail + chunk)[-8192:]
+                self.stderr_tail.clear()
+                self.stderr_tail.extend(tail.decode("utf-8", "replace").splitlines()[-50:])
         except (OSError, ValueError):
             pass
 
@@ -207,7 +236,16 @@ class WorkerBackend:
         self.last_loss: dict | None = None
         self.last_recovery_ms: float | None = None
         self.startup_error: str | None = None
-        if start:
+        self._unsupported = None
+        if os.name != "posix":
+            self._unsupported = (f"the '{level}' isolation level needs a POSIX system (Linux for 'kernel'); "
+                                 "on this platform choose isolation 'none', or run the kernel in a Linux "
+                                 "container or VM")
+        elif level == "kernel" and not sys.platform.startswith("linux"):
+            self._unsupported = (f"the 'kernel' isolation level needs Linux (Landlock, seccomp); this is "
+                                 f"{sys.platform}. Choose isolation 'process', or run the kernel in a Linux "
+                                 "container or VM")
+        if start and self._unsupported is None:
             self._active = self._spawn()
 
     # -- workers -------------------------------------------------------------------------------
@@ -223,6 +261,9 @@ class WorkerBackend:
 
     def _ensure_worker(self) -> WorkerProcess | None:
         """A ready worker, or None with self.startup_error saying why (fail closed)."""
+        if self._unsupported is not None:
+            self.startup_error = self._unsupported
+            return None
         if self._closed:
             self.startup_error = "the sandbox backend was shut down"
             return None

@@ -29,7 +29,9 @@ PR_SET_PDEATHSIG = 1
 _EVENT_BUDGET = MAX_EVENT_BYTES - 64 * 1024
 
 
-def _die_with_parent():
+def _die_with_parent(pdeathsig: bool):
+    if not pdeathsig:
+        return
     try:
         import ctypes
 
@@ -220,11 +222,27 @@ class Worker:
         self.send(done)
 
 
+def _watch_parent(parent: int) -> None:
+    """Exit when the kernel is gone, even in the middle of a cell (started after Landlock, which must
+    be applied while the worker is single-threaded; seccomp covers this thread too)."""
+    import threading
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="sandbox_kernel.isolation.worker")
     parser.add_argument("--fd", type=int, required=True, help="inherited socketpair end")
+    parser.add_argument("--die-with-parent", action="store_true", help="use PR_SET_PDEATHSIG")
     args = parser.parse_args(argv)
-    _die_with_parent()
+    _die_with_parent(args.die_with_parent)
+    parent = os.getppid()
     # A Ctrl-C in the kernel's terminal must not reach us; the host signals us explicitly.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=args.fd)
@@ -239,6 +257,7 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001 - includes oslayers.LayerError: fail closed
             worker.send({"type": "fatal", "message": f"{exc}"[:2000]})
             return 3
+        _watch_parent(parent)
         while True:
             req = channel.recv()
             if not worker.handle(req):
