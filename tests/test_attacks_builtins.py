@@ -1,0 +1,206 @@
+"""Must-block: dangerous builtins, __builtins__, type()/metaclass tricks, IPython escape hatches, imports."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+UNAVAILABLE_CALLS = [
+    "eval('1 + 1')",
+    "exec('x = 1')",
+    "compile('1', 'f', 'eval')",
+    "globals()",
+    "vars()",
+    "vars(int)",
+    "dir()",
+    "dir(int)",
+    "help(int)",
+    "breakpoint()",
+    "input()",
+    "exit()",
+    "quit()",
+    "memoryview(b'x')",
+    "get_ipython()",
+    "get_ipython().system('id')",
+]
+
+
+@pytest.mark.parametrize("src", ["x = In[0]", "x = Out[0]", "x = In()", "x = Out()", "x = _ih", "x = _oh", "x = _i1",
+                                 "x = __IPYTHON__", "x = get_ipython"])
+def test_ipython_names_are_not_ipython(sandbox, src):
+    r = sandbox.run(src)
+    x = sandbox.ns.get("x")
+    assert x is None or callable(x) and getattr(x, "__module__", "").startswith("sandbox_kernel"), r
+    assert not isinstance(x, (list, dict))
+
+
+@pytest.mark.parametrize("call", UNAVAILABLE_CALLS)
+def test_unavailable_builtin(sandbox, call):
+    r = sandbox.run(f"x = 0\ny = {call}\nprint('after')")
+    assert not r.ok, r
+    assert r.denied("builtin", line=2), r
+    assert "after" not in r.stdout
+    assert "y" not in sandbox.ns
+
+
+def test_open_is_unavailable_under_strict(strict, outside):
+    target = outside / "strict.txt"
+    r = strict.run(f"f = open({str(target)!r}, 'w')\nf.write('x')")
+    assert not r.ok and (r.denied("builtin", line=1) or r.denied("file", line=1)), r
+    assert not target.exists()
+    r = strict.run("f = open('local.txt', 'w')")
+    assert not r.ok, r
+    assert not (strict.workdir / "local.txt").exists()
+
+
+@pytest.mark.parametrize("name", ["BaseException", "KeyboardInterrupt", "GeneratorExit", "SystemExit"])
+def test_base_exceptions_are_not_names(run, name):
+    r = run(f"x = {name}")
+    assert not r.ok and r.error_name in ("NameError", "BuiltinDenied"), r
+
+
+@pytest.mark.parametrize("expr", ["print.__self__", "len.__self__", "sum.__module__ and len.__self__",
+                                  "abs.__self__.__dict__", "getattr(len, '__self__')"])
+def test_builtins_module_is_not_reachable(run, expr):
+    r = run(f"x = {expr}")
+    assert not r.ok and r.denied("attribute", line=1), r
+
+
+# --- type() and metaclasses -----------------------------------------------------------------------
+
+TYPE_TRICKS = [
+    "type(type(0))('X', (), {})",
+    "type(type)('X', (), {})",
+    "type('X', (), {})",
+    "type(int)('X', (object,), {'a': 1})",
+    "(1).__class__.__class__('X', (), {})",
+    "int.__class__('X', (), {})",
+    "type(type(0)).__call__('X', (), {})",
+    "type.__new__(type, 'X', (), {})",
+    "type(type(type(0)))('X', (), {})",
+    "import functools\nfunctools.partial(type, 'X', (), {})()",
+    "import functools\nfunctools.reduce(lambda a, b: a(b, (), {}), ['X'], type)",
+]
+
+
+@pytest.mark.parametrize("src", TYPE_TRICKS)
+def test_three_argument_type_is_refused(sandbox, src):
+    r = sandbox.run(f"X = None\n{src}\n")
+    assert not r.ok, r
+    assert r.denials or r.error_name == "TypeError", r
+    assert sandbox.ns.get("X") is None
+
+
+def test_type_of_type_is_the_sandbox_type(run):
+    r = run("t = type(type(0))\nprint(t, t is type, isinstance(int, t), type(1) is int)")
+    assert r.ok and r.stdout == "<class 'type'> True True True\n", r
+
+
+METACLASS_TRICKS = [
+    "class M(type):\n    pass",
+    "class M(type(type(0))):\n    pass",
+    "class M(type(int)):\n    pass",
+    "T = type(type(0))\nclass M(T):\n    pass",
+    "class X(metaclass=lambda n, b, d: 1):\n    pass",
+    "def meta(n, b, d):\n    return 1\nclass X(metaclass=meta):\n    pass",
+    "import abc\nclass M(abc.ABCMeta):\n    pass",
+    "import enum\nclass M(enum.EnumMeta):\n    pass",
+]
+
+
+@pytest.mark.parametrize("src", METACLASS_TRICKS)
+def test_metaclass_definitions_are_refused(sandbox, src):
+    r = sandbox.run(src)
+    assert not r.ok, r
+    assert r.denied("builtin"), r
+    assert "M" not in sandbox.ns and "X" not in sandbox.ns
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: abc.ABCMeta(name, bases, ns) is a three-argument type: classes "
+                                       "and metaclasses made without the class statement")
+def test_abcmeta_three_argument_call_is_refused(sandbox):
+    r = sandbox.run("import abc\nM = abc.ABCMeta('M', (abc.ABCMeta,), {})\n")
+    assert not r.ok and "M" not in sandbox.ns, r
+
+
+# --- imports --------------------------------------------------------------------------------------
+
+FORBIDDEN_IMPORTS = [
+    "import os", "import os.path", "from os import system", "from os import path", "import sys",
+    "from sys import modules", "import subprocess", "import importlib", "import importlib.util",
+    "from importlib import import_module", "import ctypes", "import ctypes.util", "import gc",
+    "import inspect", "import builtins", "from builtins import open", "import posix", "import _io",
+    "import io\nx = io.open", "import io\nx = io.FileIO", "from io import open", "import marshal",
+    "import pickle", "import shutil", "import socket", "import types", "import weakref", "import threading",
+    "import _thread", "import asyncio", "import signal", "import sandbox_kernel", "import sandbox_kernel.gates",
+    "import IPython", "import ipykernel", "import pathlib", "import tempfile", "import code", "import runpy",
+    "import webbrowser", "import urllib.request", "import http.client", "import multiprocessing",
+    "import numpy.ctypeslib", "from numpy import ctypeslib", "import numpy.f2py", "import numpy.lib.format",
+    "from numpy.lib import format", "import numpy.testing", "import numpy._core", "from numpy import _core",
+    "import pandas.io.pickle", "import pandas.core.computation.eval", "import pandas._libs",
+    "import pandas.io.clipboards", "import plotly.offline", "import plotly.io.kaleido", "import scipy._lib",
+    "import sandbox_test_host_secret", "import site", "import zipimport", "import atexit", "import logging",
+    "import time\nx = time.process_time", "import uuid\nx = uuid.getnode", "import operator\nx = operator.attrgetter",
+    "import operator\nx = operator.methodcaller",
+]
+
+
+@pytest.mark.parametrize("src", FORBIDDEN_IMPORTS)
+def test_forbidden_import(sandbox, src):
+    before = set(sandbox.ns)
+    r = sandbox.run(f"print('start')\n{src}\nprint('after')")
+    assert not r.ok, r
+    assert r.error_name in ("ImportDenied", "AttributeDenied", "ModuleNotFoundError", "ImportError"), r
+    assert r.denials, r
+    assert "after" not in r.stdout
+    new = set(sandbox.ns) - before
+    for name in new:
+        v = sandbox.ns[name]
+        assert getattr(v, "__name__", "").split(".")[0] not in ("os", "sys", "subprocess", "builtins", "ctypes",
+                                                                 "importlib", "gc", "inspect"), (name, v)
+
+
+@pytest.mark.parametrize("src", ["from . import x", "from .. import y", "from .math import floor",
+                                 "from .x import *"])
+def test_relative_import(run, src):
+    r = run(src)
+    assert not r.ok and r.denied("syntax", line=1), r
+
+
+def test_import_star_of_granted_module_binds_only_public_names(sandbox):
+    r = sandbox.run("from math import *\nprint(floor(2.5))")
+    assert r.ok and r.stdout == "2\n", r
+    assert not any(k.startswith("__st_") for k in sandbox.ns)
+    r = sandbox.run("from os import *")
+    assert not r.ok and r.denied("import", line=1), r
+    r = sandbox.run("from pandas.io.common import *\nprint(os)")
+    assert not r.ok, r
+    assert "os" not in sandbox.ns or getattr(sandbox.ns["os"], "__name__", "") != "os"
+
+
+def test_import_star_inside_function_is_refused(run):
+    r = run("def f():\n    from math import *\n")
+    assert not r.ok, r
+
+
+def test_denial_message_is_a_sentence(run):
+    r = run("x = 1\nimport os")
+    assert not r.ok
+    assert r.denied("import", line=2)
+    rec = [d for d in r.denials if d["kind"] == "import"][0]
+    assert rec["target"] == "os"
+    assert "import of 'os' is not allowed by policy 'data-science' (line 2)" in rec["message"]
+    assert r.error_line == 2
+    # the traceback shows the cell's own line, never the engine's files
+    tb = "\n".join(r.error["traceback"])
+    assert "import os" in tb and "sandbox_kernel" not in tb and ".py" not in tb
+
+
+def test_process_and_host_unchanged_after_import_attempts(run):
+    before = dict(sys.modules)
+    pid = os.getpid()
+    for src in FORBIDDEN_IMPORTS[:20]:
+        run(src)
+    assert os.getpid() == pid
+    assert set(before) - set(sys.modules) == set()
