@@ -1,0 +1,154 @@
+"""Rich output over the protocol: pandas, Plotly round trip, display(), seed 002's `result`, output
+caps, streaming, and rendering under the cell's limits."""
+import json
+import time
+
+import pytest
+
+from kernel_helpers import start_client
+
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    client = start_client(cwd=str(tmp_path_factory.mktemp("display-work")))
+    yield client
+    client.shutdown()
+
+
+def outputs_of(result, kind):
+    return [o for o in result["outputs"] if o["type"] == kind]
+
+
+def test_pandas_result_has_html_and_text(kernel):
+    result = kernel.run("import pandas as pd\ndf = pd.DataFrame({'city': ['a', 'b'], 'n': [1, 2]})\ndf")
+    data = outputs_of(result, "execute_result")[0]["data"]
+    assert "<table" in data["text/html"] and "city" in data["text/html"]
+    assert "city" in data["text/plain"]
+
+
+def test_plotly_show_round_trip(kernel):
+    result = kernel.run(
+        "import plotly.graph_objects as go\n"
+        "fig = go.Figure(go.Bar(x=['a', 'b'], y=[3, 5]))\n"
+        "fig.update_layout(title='counts')\n"
+        "fig.show()")
+    assert result["status"] == "ok", result["error"]
+    shown = outputs_of(result, "display_data")
+    assert len(shown) == 1
+    data = shown[0]["data"]
+    assert set(data) == {PLOTLY, "text/plain"}
+    fig = data[PLOTLY]
+    assert fig["data"][0]["type"] == "bar" and fig["layout"]["title"]["text"] == "counts"
+    assert len(data["text/plain"]) < 200 and "text/html" not in data
+    assert result["charts"] == [fig]
+    assert len(json.dumps(fig)) < 100_000  # the compact JSON, never plotly's multi-megabyte HTML
+
+
+def test_plotly_figure_as_result_and_express(kernel):
+    result = kernel.run("import plotly.express as px\npx.scatter(x=[1, 2, 3], y=[2, 4, 8])")
+    data = outputs_of(result, "execute_result")[0]["data"]
+    assert PLOTLY in data and data[PLOTLY]["data"][0]["type"] == "scatter"
+
+
+def test_display_publishes_display_data(kernel):
+    result = kernel.run("display({'a': 1})\ndisplay('two')\n3")
+    assert [o["type"] for o in result["outputs"]] == ["display_data", "display_data", "execute_result"]
+
+
+def test_seed002_result_convention(kernel):
+    result = kernel.run(
+        "vals = [1, 2, 3]\n"
+        "result = {'output': f'mean={sum(vals) / len(vals)}',\n"
+        "          'chart': {'data': [{'x': [1, 2, 3], 'y': vals, 'type': 'scatter'}], 'layout': {}}}")
+    assert result["status"] == "ok"
+    assert "mean=2.0" in result["output"]
+    assert result["charts"] and result["charts"][0]["data"][0]["y"] == [1, 2, 3]
+    assert any(PLOTLY in o["data"] for o in outputs_of(result, "display_data"))
+
+
+def test_trailing_semicolon_suppresses_the_result(kernel):
+    assert outputs_of(kernel.run("1 + 1;"), "execute_result") == []
+
+
+def test_output_flood_is_capped_with_head_tail_and_marker(kernel):
+    result = kernel.run("%%sandbox --output 20000\nfor i in range(20000):\n    print('line', i)")
+    text = "".join(o["text"] for o in outputs_of(result, "stream"))
+    assert result["truncated"] is True
+    assert "line 0\n" in text and "line 19999\n" in text
+    assert "cut" in text
+    assert len(text) < 30_000
+
+
+def test_huge_repr_is_capped(kernel):
+    result = kernel.run("'x' * 3_000_000")
+    text = outputs_of(result, "execute_result")[0]["data"]["text/plain"] if outputs_of(result, "execute_result") \
+        else ""
+    assert len(text) <= 1_100_000
+
+
+def test_a_looping_repr_ends_with_the_time_limit(kernel):
+    started = time.monotonic()
+    result = kernel.run("%%sandbox --timeout 1\n"
+                        "class Slow:\n"
+                        "    def __repr__(self):\n"
+                        "        while True:\n"
+                        "            pass\n"
+                        "Slow()", timeout=20)
+    assert result["status"] == "error" and "time limit" in result["error"]["evalue"]
+    assert time.monotonic() - started < 5
+
+
+def test_a_looping_repr_html_ends_with_the_time_limit(kernel):
+    result = kernel.run("%%sandbox --timeout 1\n"
+                        "class Slow:\n"
+                        "    def _repr_html_(self):\n"
+                        "        while True:\n"
+                        "            pass\n"
+                        "display(Slow())", timeout=20)
+    assert result["status"] == "error" and "time limit" in result["error"]["evalue"]
+
+
+def test_error_traceback_shows_the_cells_own_lines(kernel):
+    result = kernel.run("def inner():\n    return 1 / 0\n\ninner()")
+    tb = "\n".join(result["error"]["traceback"])
+    assert "inner()" in tb and "return 1 / 0" in tb and "ZeroDivisionError" in tb
+    assert "sandbox_kernel" not in tb and "site-packages" not in tb
+
+
+def test_stdout_is_streamed_while_the_cell_runs(kernel):
+    kc = kernel.kc
+    msg_id = kc.execute("import time\nprint('early', flush=True)\ntime.sleep(2)\nprint('late')")
+    started = time.monotonic()
+    first_stream_at = None
+    while time.monotonic() - started < 10:
+        msg = kc.get_iopub_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream" and first_stream_at is None:
+            first_stream_at = time.monotonic() - started
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    kc.get_shell_msg(timeout=10)
+    assert first_stream_at is not None and first_stream_at < 1.5, first_stream_at
+
+
+@pytest.mark.xfail(strict=True, reason="engine: OutputStreams holds text written just before a quiet "
+                                       "stretch (time.sleep, C work) until the next write; see "
+                                       "docs/notes-kernel-needs.md")
+def test_stdout_without_flush_is_streamed_while_the_cell_runs(kernel):
+    kc = kernel.kc
+    msg_id = kc.execute("import time\nprint('early')\ntime.sleep(2)\nprint('late')")
+    started = time.monotonic()
+    first_stream_at = None
+    while time.monotonic() - started < 10:
+        msg = kc.get_iopub_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream" and first_stream_at is None:
+            first_stream_at = time.monotonic() - started
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    kc.get_shell_msg(timeout=10)
+    assert first_stream_at is not None and first_stream_at < 1.5, first_stream_at
