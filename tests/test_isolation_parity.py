@@ -79,6 +79,12 @@ def outcomes(tmp_path_factory):
 def test_same_events_as_in_process(outcomes, level, name):
     events, done = outcomes[(level, name)]
     ref_events, ref_done = outcomes[("none", name)]
+    if name == "timeout":
+        # Where a wall-clock limit lands (which line, what the message says about progress) depends on
+        # timing; the kind of ending does not.
+        assert [(e["type"], e.get("ename")) for e in events] == [(e["type"], e.get("ename")) for e in ref_events]
+        assert done["status"] == ref_done["status"] and done["error"]["ename"] == ref_done["error"]["ename"]
+        return
     assert events == ref_events
     assert done == ref_done
 
