@@ -342,7 +342,10 @@ class SandboxKernel(IPythonKernel):
         try:
             done = self.backend.run_cell(source, emit=emit, policy=policy, limits=policy.limits,
                                          execution_count=count)
-        except Exception as exc:  # the backend itself failed: report, never crash the kernel
+        except BaseException as exc:  # noqa: B902 - the backend failed: report, never crash the kernel
+            # A limit can escape the engine (an alarm firing while it disarms); make sure no timer
+            # keeps interrupting the kernel between cells.
+            _silence_alarm()
             self.log.error("sandbox backend failed", exc_info=True)
             done = {"type": "done", "status": "error", "policy": policy.name,
                     "error": {"ename": "SandboxError",
@@ -559,6 +562,12 @@ class SandboxKernel(IPythonKernel):
                 self.log.warning("backend shutdown failed", exc_info=True)
             self._backend = None
         return super().do_shutdown(restart)
+
+
+def _silence_alarm() -> None:
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
 
 def _empty_summary(policy: str, isolation: str) -> dict:
