@@ -335,6 +335,8 @@ def main(argv=None):
         modes.insert(0, "plain")
 
     started = time.time()
+    git_rev = _git_rev()
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     tmp_root = tempfile.mkdtemp(prefix="sandbox-bench-")
     runners: dict = {}
     mode_info: dict = {}
@@ -450,7 +452,9 @@ def main(argv=None):
             "implementation": platform.python_implementation(),
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
-            "git": _git_rev(),
+            "git": git_rev,
+            "loadavg_1_5_15": {"start": load_before,
+                               "end": os.getloadavg() if hasattr(os, "getloadavg") else None},
             "quick": args.quick,
             "reps": reps,
             "trivial_reps": trivial_reps,
