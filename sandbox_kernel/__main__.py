@@ -76,29 +76,39 @@ def _run(args: list[str]) -> int:
     parser.add_argument("notebook")
     parser.add_argument("--kernel", default="sandboxed-python", help="kernelspec name")
     parser.add_argument("--timeout", type=float, default=120, help="seconds allowed per cell")
+    parser.add_argument("--here", action="store_true",
+                        help="run in the notebook's own directory (files the cells write stay there); "
+                             "by default the notebook runs in a fresh temporary working directory")
     ns = parser.parse_args(args)
-    return run_notebook(ns.notebook, kernel_name=ns.kernel, timeout=ns.timeout)
+    return run_notebook(ns.notebook, kernel_name=ns.kernel, timeout=ns.timeout, in_place=ns.here)
 
 
 def run_notebook(path: str, *, kernel_name: str = "sandboxed-python", timeout: float = 120,
-                 out=None) -> int:
-    """Execute a notebook (in its own directory) and print every cell's outputs. Cells tagged
-    `raises-exception` may fail; any other failure stops the run with exit status 1."""
+                 in_place: bool = False, out=None) -> int:
+    """Execute a notebook and print every cell's outputs. Cells tagged `raises-exception` may fail;
+    any other failure ends the run with exit status 1. The working directory is a fresh temporary one
+    unless `in_place`, so a demo run leaves no files behind."""
+    import tempfile
+
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     out = out or sys.stdout
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name=kernel_name, timeout=timeout,
-                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
     status = 0
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        status = 1
-        failure = str(exc).strip().splitlines()
-        print(f"\nA cell failed:\n" + "\n".join(failure[-20:]), file=out)
+    with tempfile.TemporaryDirectory(prefix="sandbox-run-") as tmp:
+        workdir = os.path.dirname(os.path.abspath(path)) if in_place else tmp
+        print(f"Running {path} with kernel '{kernel_name}' (working directory: "
+              f"{'the notebook' + chr(39) + 's' if in_place else 'a temporary directory'})", file=out)
+        client = NotebookClient(nb, kernel_name=kernel_name, timeout=timeout,
+                                resources={"metadata": {"path": workdir}})
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            status = 1
+            failure = str(exc).strip().splitlines()
+            print("\nA cell failed:\n" + "\n".join(failure[-20:]), file=out)
     for index, cell in enumerate(nb.cells, 1):
         if cell.cell_type != "code":
             continue
