@@ -1,0 +1,73 @@
+"""The kernel over a worker backend: the same protocol, interrupt, a lost worker, switching levels."""
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from kernel_helpers import start_client
+
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    client = start_client(cwd=str(tmp_path_factory.mktemp("isolation-work")), options=[
+        "--SandboxKernel.isolation=process", "--SandboxKernel.isolation_ceiling=none"])
+    yield client
+    client.shutdown()
+
+
+def worker_pid(kernel) -> int:
+    status = kernel.run("%sandbox_status")["output"]
+    return int(re.search(r'"pid": (\d+)', status).group(1))
+
+
+def test_cells_run_in_a_worker_with_the_same_protocol(kernel):
+    result = kernel.run("import plotly.express as px\nprint('hi')\npx.bar(x=['a'], y=[1])")
+    assert result["status"] == "ok" and result["isolation"] == "process"
+    assert result["output"] == "hi\n"
+    assert PLOTLY in [o for o in result["outputs"] if o["type"] == "execute_result"][0]["data"]
+    assert worker_pid(kernel) != kernel.km.provisioner.pid
+
+
+def test_interrupt_in_a_worker_keeps_state(kernel):
+    kernel.run("kept_in_worker = 5")
+    threading.Timer(0.5, kernel.interrupt).start()
+    started = time.monotonic()
+    result = kernel.run("while True:\n    pass", timeout=30)
+    assert result["status"] == "error" and time.monotonic() - started < 2.5
+    assert kernel.run("kept_in_worker")["outputs"][-1]["data"]["text/plain"] == "5"
+
+
+def test_a_killed_worker_is_reported_and_replaced(kernel):
+    kernel.run("lost_soon = 1")
+    pid = worker_pid(kernel)
+    threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+    result = kernel.run("import time\ntime.sleep(20)", timeout=30)
+    assert result["status"] == "error"
+    assert "lost" in result["error"]["evalue"]
+    assert result.get("worker", {}).get("state_lost") is True
+    assert kernel.run("lost_soon")["error"]["ename"] == "NameError"   # fresh worker, state gone
+    assert kernel.run("1 + 1")["status"] == "ok"
+
+
+def test_switching_isolation_says_state_is_lost(kernel):
+    kernel.run("carried = 1")
+    result = kernel.run("%sandbox_isolation none")
+    assert result["status"] == "ok" and "fresh" in result["output"]
+    assert kernel.run("carried")["error"]["ename"] == "NameError"
+    assert kernel.run("'in process'")["isolation"] == "none"
+    result = kernel.run("%sandbox_isolation process")
+    assert result["status"] == "ok"
+    assert kernel.run("'back in a worker'")["isolation"] == "process"
+
+
+def test_status_reports_os_layers_and_worker_health(kernel):
+    status = kernel.run("%sandbox_status")["output"]
+    layers = json.loads(re.search(r"os layers: (\{.*\})", status).group(1))
+    assert "rlimits" in layers.get("active", [])
+    assert '"state": "ready"' in status
