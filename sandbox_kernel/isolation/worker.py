@@ -160,6 +160,7 @@ class Worker:
         try:
             if op == "evaluate":
                 value = self.engine.evaluate(req["expression"], policy=self._policy(req.get("policy")))
+                _quiet_alarm()
             elif op == "complete":
                 value = self.engine.complete(req["code"], req.get("cursor_pos"))
             elif op == "inspect":
@@ -171,7 +172,10 @@ class Worker:
             else:
                 raise ValueError(f"unknown request {op!r}")
             self.send({"type": "reply", "id": rid, "value": value})
-        except Exception as exc:  # noqa: BLE001 - reported to the host, the worker lives on
+        except BaseException as exc:  # noqa: B902 - reported to the host, the worker lives on
+            if isinstance(exc, (ChannelError, BrokenPipeError, ConnectionError)):
+                raise
+            _quiet_alarm()
             self.send({"type": "reply", "id": rid, "value": None, "error": f"{type(exc).__name__}: {exc}"})
         return True
 
@@ -219,7 +223,18 @@ class Worker:
             done = {"type": "done", "status": "error", "error": err}
         finally:
             self.running = False
+            _quiet_alarm()
         self.send(done)
+
+
+def _quiet_alarm() -> None:
+    """Between cells no timer may fire: a late SIGALRM from the engine's budget would otherwise raise
+    inside the request loop and end the worker."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    except (OSError, ValueError):
+        pass
 
 
 def _watch_parent(parent: int) -> None:
@@ -260,8 +275,15 @@ def main(argv=None) -> int:
         _watch_parent(parent)
         while True:
             req = channel.recv()
-            if not worker.handle(req):
-                return 0
+            try:
+                if not worker.handle(req):
+                    return 0
+            except (ChannelError, BrokenPipeError, ConnectionError):
+                raise
+            except Exception:  # noqa: BLE001 - a stray limit or engine bug between requests
+                _quiet_alarm()
+                worker.send({"type": "reply", "id": req.get("id", 0), "value": None,
+                             "error": "internal error in the sandbox worker"})
     except (ChannelError, BrokenPipeError, ConnectionError):
         return 0
 
