@@ -45,6 +45,10 @@ DENIED = (
     "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "open_by_handle_at", "name_to_handle_at", "fanotify_init", "lookup_dcookie", "uselib", "vhangup",
     "nfsservctl", "quotactl", "quotactl_fd",
+    # System V IPC and POSIX message queues: channels to other processes that Landlock does not cover
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl", "semtimedop", "shmget", "shmat",
+    "shmctl", "shmdt", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+    "mq_getsetattr",
     # host administration
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
     "swapoff", "acct", "syslog", "iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
@@ -95,6 +99,12 @@ def apply(*, network: bool = False) -> dict:
     me = os.getpid()
     for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         rule(eperm, name, sc.Arg(0, sc.NE, me))
+    # Other processes' limits, priority and memory placement (same-uid processes such as the kernel).
+    rule(eperm, "prlimit64", sc.Arg(0, sc.NE, 0))
+    rule(eperm, "setpriority", sc.Arg(1, sc.NE, 0))
+    rule(eperm, "ioprio_set", sc.Arg(1, sc.NE, 0))
+    rule(eperm, "migrate_pages", sc.Arg(0, sc.NE, 0))
+    rule(eperm, "move_pages", sc.Arg(0, sc.NE, 0))
     # Pushing keystrokes into a terminal.
     rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, U32, TIOCSTI))
     rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, U32, TIOCLINUX))
