@@ -1,0 +1,162 @@
+"""Must-block: limit exceptions cannot be swallowed (bare except, BaseException obtained anywhere, finally
+that loops, __exit__ returning True, except* (CVE-2025-22153), generator close, __del__), and sandbox
+code that runs after its cell runs without power."""
+from __future__ import annotations
+
+import gc
+import time
+
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+LIMIT_ERRORS = ("TickLimitExceeded", "TimeLimitExceeded", "Cancelled", "MemoryLimitExceeded", "LimitExceeded")
+
+# BaseException is not a builtin name in the sandbox; these are the ways a cell could still get it.
+GET_BASE = {
+    "mro": "B = ZeroDivisionError.mro()[-2]",
+    "__mro__": "B = ZeroDivisionError.__mro__[-2]",
+    "__bases__": "B = Exception.__bases__[0]",
+    "__base__": "B = Exception.__base__",
+    "match-mro": "match ZeroDivisionError:\n    case type(mro=m):\n        B = m()[-2]",
+    "context": "try:\n    raise ValueError\nexcept ValueError as e:\n    B = type(e).__mro__[-2]",
+    "exceptiongroup": "B = BaseExceptionGroup.__bases__[0]",
+}
+
+SWALLOWERS = {
+    "bare-except": "while True:\n    try:\n        while True:\n            pass\n    except:\n        pass\n",
+    "except-B": "while True:\n    try:\n        while True:\n            pass\n    except B:\n        pass\n",
+    "except-B-in-function": "def spin():\n    while True:\n        try:\n            while True:\n                pass\n"
+                            "        except B:\n            continue\nspin()\n",
+    "except-star": "while True:\n    try:\n        while True:\n            pass\n    except* B:\n        pass\n",
+    "except-star-exception": "while True:\n    try:\n        while True:\n            pass\n"
+                             "    except* Exception:\n        pass\n",
+    "except-tuple": "while True:\n    try:\n        while True:\n            pass\n    except (Exception, B):\n        pass\n",
+    "finally-loops": "try:\n    while True:\n        pass\nfinally:\n    while True:\n        pass\n",
+    "finally-recurses": "def f():\n    try:\n        f()\n    finally:\n        f()\nf()\n",
+    "finally-return": "def f():\n    while True:\n        try:\n            while True:\n                pass\n"
+                      "        finally:\n            continue\nf()\n",
+    "exit-true": "class S:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n        return True\n"
+                 "while True:\n    with S():\n        while True:\n            pass\n",
+    "exit-loops": "class S:\n    def __enter__(self):\n        return self\n    def __exit__(self, *a):\n"
+                  "        while True:\n            pass\nwith S():\n    pass\n",
+    "generator-close-loops": "def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
+                             "x = g()\nnext(x)\ndel x\n",
+    "generator-swallows-exit": "def g():\n    while True:\n        try:\n            yield 1\n        except B:\n            pass\n"
+                               "for _ in g():\n    pass\n",
+    "del-loops": "class D:\n    def __del__(self):\n        while True:\n            pass\nd = D()\ndel d\n",
+    "repr-loops": "class R:\n    def __repr__(self):\n        while True:\n            pass\nR()\n",
+    "repr-html-loops": "class R:\n    def _repr_html_(self):\n        while True:\n            pass\nR()\n",
+    "str-in-print-loops": "class R:\n    def __str__(self):\n        while True:\n            pass\nprint(R())\n",
+    "key-function-swallows": "def k(v):\n    while True:\n        try:\n            while True:\n                pass\n"
+                             "        except B:\n            pass\nsorted([1, 2], key=k)\n",
+    "lambda-in-map": "list(map(lambda v: [0 for _ in iter(int, 1)], [1]))\n",
+}
+
+
+@pytest.mark.parametrize("base", sorted(GET_BASE))
+def test_base_exception_is_not_reachable(sandbox, base):
+    r = sandbox.run(GET_BASE[base])
+    b = sandbox.ns.get("B")
+    if base == "match-mro":
+        pytest.xfail("BYPASS: match keyword pattern 'mro' hands out BaseException (see test_attacks_match)")
+    assert b is None or b is not BaseException, r
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="BUG: a RecursionError raised inside limits._refills exhausts the tick chain; every later "
+                        "tick raises StopIteration, tick accounting stops and the cell ends with a bare StopIteration"))
+    if n == "finally-recurses" else n for n in sorted(SWALLOWERS)])
+def test_limit_cannot_be_swallowed(sandbox, name):
+    # get BaseException the one way that currently works, so the swallowers are as strong as possible
+    sandbox.run("B = Exception\n" + GET_BASE["match-mro"])
+    sandbox.run("keep = 'bound before'")
+    t0 = time.monotonic()
+    r = sandbox.run("before = 1\n" + SWALLOWERS[name], timeout=1.0, ticks=2_000_000)
+    elapsed = time.monotonic() - t0
+    assert not r.ok, r
+    assert r.error_name in LIMIT_ERRORS or r.error_name == "RecursionError", r
+    assert elapsed < 6, f"the cell ran {elapsed:.1f}s past a 1s limit"
+    if r.error_name in LIMIT_ERRORS:
+        assert r.denied("limit"), r
+        assert "limit" in r.error_value
+    # what was bound before the limit stays; the engine still works
+    assert sandbox.ns.get("keep") == "bound before"
+    assert sandbox.ns.get("before") == 1
+    r2 = sandbox.run("print(keep)")
+    assert r2.ok and r2.stdout == "bound before\n", r2
+
+
+def test_limit_error_names_the_limit(sandbox):
+    r = sandbox.run("while True:\n    pass\n", ticks=100_000)
+    assert r.error_name == "TickLimitExceeded", r
+    assert "tick limit" in r.error_value and "100,000" in r.error_value
+    assert r.denied("limit", line=2) or r.denied("limit", line=1), r
+    r = sandbox.run("import time\nwhile True:\n    time.sleep(0.01)\n", timeout=0.5)
+    assert r.error_name == "TimeLimitExceeded", r
+    assert "time limit" in r.error_value
+
+
+def test_swallowed_limit_still_reported(sandbox):
+    """A cell that catches its limit and then finishes 'normally' still ends with the limit."""
+    sandbox.run(GET_BASE["match-mro"])
+    if sandbox.ns.get("B") is not BaseException:
+        pytest.skip("BaseException not obtainable")
+    r = sandbox.run("try:\n    while True:\n        pass\nexcept B:\n    caught = True\nprint('done')\n",
+                    ticks=100_000)
+    assert not r.ok and r.error_name == "TickLimitExceeded", r
+
+
+def test_cancel_from_another_thread(sandbox):
+    import threading
+    timer = threading.Timer(0.3, sandbox.engine.cancel)
+    timer.start()
+    t0 = time.monotonic()
+    r = sandbox.run("x = 0\nwhile True:\n    try:\n        x += 1\n    except:\n        pass\n", timeout=10)
+    timer.join()
+    assert time.monotonic() - t0 < 3
+    assert r.error_name in ("Cancelled", "KeyboardInterrupt"), r
+    assert sandbox.run("print('alive')").stdout == "alive\n"
+
+
+def test_del_after_cell_does_not_run_sandbox_code(sandbox, capsys):
+    r = sandbox.run("log = []\nclass D:\n    def __del__(self):\n        log.append('ran')\n"
+                    "        while True:\n            pass\nd = D()\n")
+    assert r.ok
+    t0 = time.monotonic()
+    del sandbox.ns["d"]
+    gc.collect()
+    assert time.monotonic() - t0 < 2, "a __del__ kept the host busy after the cell"
+    assert sandbox.ns["log"] == [], "sandbox code ran outside a cell"
+
+
+def test_generator_finalizer_after_cell_does_not_loop(sandbox):
+    r = sandbox.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
+                    "class C:\n    pass\nc = C()\nc.me = c\nc.g = g()\nnext(c.g)\ndel c\n")
+    assert r.ok, r
+    t0 = time.monotonic()
+    gc.collect()
+    assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: a generator's finally runs after the cell (gc) with no tick and "
+                                       "no file confinement: pandas writes anywhere")
+def test_generator_finally_after_cell_is_confined(sandbox, outside):
+    target = outside / "gen_finally.csv"
+    r = sandbox.run("import pandas as pd\n"
+                    "def gen():\n    try:\n        yield 1\n    finally:\n"
+                    f"        pd.DataFrame({{'x': [1]}}).to_csv({str(target)!r})\n"
+                    "class C:\n    pass\nc = C()\nc.me = c\nc.g = gen()\nnext(c.g)\ndel c\n")
+    assert r.ok, r
+    gc.collect()
+    assert not target.exists(), "sandbox code wrote outside the workdir after its cell"
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: a generator's finally runs after the cell (gc) and prints to the "
+                                       "host's real stdout")
+def test_generator_finally_after_cell_cannot_print(sandbox, capfd):
+    sandbox.run("def gen():\n    try:\n        yield 1\n    finally:\n        print('ESCAPED-OUTPUT')\n"
+                "class C:\n    pass\nc = C()\nc.me = c\nc.g = gen()\nnext(c.g)\ndel c\n")
+    gc.collect()
+    out, err = capfd.readouterr()
+    assert "ESCAPED-OUTPUT" not in out + err
