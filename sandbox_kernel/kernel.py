@@ -123,6 +123,10 @@ class SandboxKernel(IPythonKernel):
         # Comms: no handler runs for comm messages from a front end.
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._ignore_comm
+        # Older ipykernels route apply_request (unpickle and exec in the shell) and clear_request.
+        for handlers in (self.shell_handlers, self.control_handlers):
+            for msg_type in ("apply_request", "clear_request"):
+                handlers.pop(msg_type, None)
 
     def _limit_overrides(self) -> dict:
         unknown = set(self.limits) - set(_LIMIT_KEYS)
@@ -553,6 +557,14 @@ class SandboxKernel(IPythonKernel):
 
     def _ignore_comm(self, stream, ident, parent):
         self.log.info("comm message refused: comms are off in Sandboxed Python")
+
+    def do_apply(self, content, bufs, msg_id, reply_metadata):
+        return {"status": "error", "ename": "SandboxDenied", "evalue": "apply requests are off",
+                "traceback": []}, []
+
+    def do_clear(self):
+        return {"status": "error", "ename": "SandboxDenied", "evalue": "clear requests are off",
+                "traceback": []}
 
     def do_shutdown(self, restart):
         if self._backend is not None:
