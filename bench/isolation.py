@@ -26,29 +26,6 @@ def ms(seconds):
     return round(seconds * 1000, 2)
 
 
-def round_trip(backend, source="1", n=300):
-    times = []
-    sink = []
-    for _ in range(n):
-        t = time.perf_counter()
-        backend.run_cell(source, emit=sink.append)
-        times.append(time.perf_counter() - t)
-        sink.clear()
-    times.sort()
-    return {"median_ms": ms(statistics.median(times)), "p95_ms": ms(times[int(len(times) * 0.95) - 1])}
-
-
-def timed_cell(backend, source, n=5):
-    times = []
-    for _ in range(n):
-        sink = []
-        t = time.perf_counter()
-        done = backend.run_cell(source, emit=sink.append)
-        times.append(time.perf_counter() - t)
-        assert done["status"] == "ok", done.get("error")
-    return ms(statistics.median(times))
-
-
 def cold_start(level, policy, workdir, n=3):
     times = []
     for _ in range(n):
@@ -82,6 +59,34 @@ def crash_recovery(level, policy, workdir, n=10):
             "kill_to_next_answer_ms_median": ms(statistics.median(to_answer))}
 
 
+WORKLOADS = {
+    "trivial cell (`1`)": "1",
+    "print 1 MB": "print('x' * 999_999)",
+    "Plotly 10k points": ("import plotly.graph_objects as go\nimport numpy as np\n"
+                          "go.Figure(go.Scatter(x=np.arange(10000), y=np.random.rand(10000)))"),
+    "pandas groupby -> HTML": ("import pandas as pd\nimport numpy as np\n"
+                               "df = pd.DataFrame(np.random.rand(2000, 8), columns=list('abcdefgh'))\n"
+                               "df.groupby((df.a * 10).astype(int)).mean()"),
+    "numpy 400x400 matmul x10": "import numpy as np\na = np.random.rand(400, 400)\nfor _ in range(10):\n    b = a @ a\nb.shape",
+}
+
+
+def interleaved(backends, rounds):
+    """Median milliseconds per workload and level, levels interleaved round by round."""
+    times = {w: {lv: [] for lv in backends} for w in WORKLOADS}
+    for w, src in WORKLOADS.items():
+        n = rounds if w.startswith("trivial") else max(10, rounds // 10)
+        for b in backends.values():
+            b.run_cell(src, emit=lambda e: None)  # warm
+        for _ in range(n):
+            for lv, b in backends.items():
+                t = time.perf_counter()
+                done = b.run_cell(src, emit=lambda e: None)
+                times[w][lv].append(time.perf_counter() - t)
+                assert done["status"] == "ok", done.get("error")
+    return {w: {lv: ms(statistics.median(v)) for lv, v in per.items()} for w, per in times.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=300)
@@ -90,42 +95,38 @@ def main():
     policy = PRESETS["data-science"]
     levels = ["none", "process"] + (["kernel"] if sys.platform.startswith("linux") else [])
     out = {"machine": f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
-                      f"{os.cpu_count()} CPUs", "levels": {}}
-    big_print = "print('x' * 999_999)"
-    figure = ("import plotly.graph_objects as go\nimport numpy as np\n"
-              "go.Figure(go.Scatter(x=np.arange(10000), y=np.random.rand(10000)))")
-    frame = ("import pandas as pd\nimport numpy as np\n"
-             "df = pd.DataFrame(np.random.rand(2000, 8), columns=list('abcdefgh'))\n"
-             "df.groupby((df.a * 10).astype(int)).mean()")
+                      f"{os.cpu_count()} CPUs", "workloads": {}, "workers": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for level in levels:
-            wd = os.path.join(tmp, level)
-            b = make_backend(level, policy, wd, **({} if level == "none" else {"spare": False}))
-            if level != "none":
-                assert b.wait_ready(), b.status()
-            b.run_cell(figure, emit=lambda e: None)  # warm caches alike
-            row = {"trivial": round_trip(b, n=args.rounds),
-                   "print_1MB_ms": timed_cell(b, big_print),
-                   "plotly_10k_points_ms": timed_cell(b, figure),
-                   "pandas_groupby_ms": timed_cell(b, frame)}
-            if level != "none":
-                st = b.status()["worker"]
-                row["worker_rss_mb"] = st["rss_mb"]
-                row["cold_start_ms"] = cold_start(level, policy, wd)
-                row.update(crash_recovery(level, policy, wd))
-            b.shutdown()
-            out["levels"][level] = row
+        backends = {lv: make_backend(lv, policy, os.path.join(tmp, lv),
+                                     **({} if lv == "none" else {"spare": False})) for lv in levels}
+        try:
+            for lv, b in backends.items():
+                if lv != "none":
+                    assert b.wait_ready(), b.status()
+            out["workloads"] = interleaved(backends, args.rounds)
+            for lv, b in backends.items():
+                if lv != "none":
+                    out["workers"][lv] = {"worker_rss_mb": b.status()["worker"]["rss_mb"]}
+        finally:
+            for b in backends.values():
+                b.shutdown()
+        for lv in levels[1:]:
+            wd = os.path.join(tmp, lv)
+            out["workers"][lv]["cold_start_ms"] = cold_start(lv, policy, wd)
+            out["workers"][lv].update(crash_recovery(lv, policy, wd))
     print(f"Machine: {out['machine']}\n")
-    print("| level | trivial cell median (p95) | print 1 MB | Plotly 10k points | pandas groupby | "
-          "worker start | crash -> ready (max) | kill -> next answer | worker RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for level, r in out["levels"].items():
-        t = r["trivial"]
-        print(f"| {level} | {t['median_ms']} ms ({t['p95_ms']}) | {r['print_1MB_ms']} ms | "
-              f"{r['plotly_10k_points_ms']} ms | {r['pandas_groupby_ms']} ms | "
-              f"{r.get('cold_start_ms', '-')} ms | "
-              f"{r.get('recovery_ms_median', '-')} ms ({r.get('recovery_ms_max', '-')}) | "
-              f"{r.get('kill_to_next_answer_ms_median', '-')} ms | {r.get('worker_rss_mb', '-')} MB |")
+    print("| workload (median ms) | " + " | ".join(levels) + " | " +
+          " | ".join(f"{lv} / none" for lv in levels[1:]) + " |")
+    print("|---" * (len(levels) * 2) + "|")
+    for w, per in out["workloads"].items():
+        ratios = [f"{per[lv] / per['none']:.2f}x" if per["none"] else "-" for lv in levels[1:]]
+        print(f"| {w} | " + " | ".join(f"{per[lv]}" for lv in levels) + " | " + " | ".join(ratios) + " |")
+    print("\n| worker | cold start (to ready, numpy/pandas/plotly imported) | crash -> ready, median (max) | "
+          "kill -> next cell answered | RSS |")
+    print("|---|---|---|---|---|")
+    for lv, r in out["workers"].items():
+        print(f"| {lv} | {r['cold_start_ms']} ms | {r['recovery_ms_median']} ms ({r['recovery_ms_max']} ms) | "
+              f"{r['kill_to_next_answer_ms_median']} ms | {r['worker_rss_mb']} MB |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2)
