@@ -4,6 +4,7 @@ import json
 import pytest
 
 from kernel_helpers import start_client
+from sandbox_kernel.policy import PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -97,5 +98,26 @@ def test_operator_limits_override(tmp_path):
         result = client.run("while True:\n    pass", timeout=20)
         assert "time limit exceeded: 1 s" in result["error"]["evalue"]
         assert client.run("%%sandbox --timeout 5\n1")["status"] == "error"  # above the operator's 1 s
+    finally:
+        client.shutdown()
+
+
+def test_operator_policy_files(tmp_path):
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "analysis.json").write_text(json.dumps({
+        "extends": "strict", "name": "analysis", "description": "strict plus numpy",
+        "modules": PRESETS["strict"].to_dict()["modules"] + [{"name": "numpy"}]}))
+    work = tmp_path / "work"
+    work.mkdir()
+    client = start_client(cwd=str(work), options=[f"--SandboxKernel.policies_dir={policies}",
+                                                  "--SandboxKernel.policy=analysis"])
+    try:
+        assert client.run("import numpy as np\nint(np.ones(3).sum())")["outputs"][-1]["data"]["text/plain"] == "3"
+        assert client.run("import pandas")["error"]["ename"] == "ImportDenied"
+        assert client.run("%sandbox_policy")["output"].startswith("policy: analysis - strict plus numpy")
+        assert client.run("%sandbox_policy strict")["status"] == "ok"  # tighter: allowed
+        assert client.run("%sandbox_policy analysis")["status"] == "ok"  # back up to the ceiling
+        assert client.run("%sandbox_policy data-science")["status"] == "error"  # beyond the ceiling
     finally:
         client.shutdown()
