@@ -100,7 +100,6 @@ class SandboxKernel(IPythonKernel):
         self._audit_pending: list[dict] = []
         self._running = threading.Event()
         self._backend = None
-        self._backend_error: str | None = None
         self.output_filter = OutputFilter(
             list(self.mime_allowlist) + list(self.extra_mime_types), self.max_output_bytes,
             self.max_display_bytes)
