@@ -157,3 +157,17 @@ class RogueEngine:
 
     def cancel(self):
         raise KeyboardInterrupt  # runs in the worker's SIGINT handler, in the main thread
+
+
+def kernel_level_problem():
+    """Why the `kernel` level cannot be tested on this machine, or None."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return "the kernel level needs Linux"
+    from sandbox_kernel.isolation import landlock, seccomp
+
+    if landlock.abi_version() < 1:
+        return "Landlock is not available on this kernel"
+    ok, why = seccomp.available()
+    return None if ok else why

@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
-from isolation_support import Listener
+from isolation_support import Listener, kernel_level_problem
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OS layers are Linux only")
+_PROBLEM = kernel_level_problem()
+pytestmark = pytest.mark.skipif(_PROBLEM is not None, reason=f"OS layers unavailable: {_PROBLEM}")
 
 CHILD = textwrap.dedent(r"""
     import json, os, sys

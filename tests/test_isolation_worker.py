@@ -16,12 +16,14 @@ import pytest
 from sandbox_kernel.isolation import make_backend
 from sandbox_kernel.policy import PRESETS
 
-from isolation_support import Listener, Run, rogue_policy
+from isolation_support import Listener, Run, kernel_level_problem, rogue_policy
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker levels are tested on Linux")
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-LEVELS = ("process", "kernel")
+KERNEL_PROBLEM = kernel_level_problem()
+LEVELS = ("process", "kernel") if KERNEL_PROBLEM is None else ("process",)
+needs_kernel = pytest.mark.skipif(KERNEL_PROBLEM is not None, reason=f"kernel level unavailable: {KERNEL_PROBLEM}")
 SECRET_ENV = "SANDBOX_TEST_KERNEL_SECRET"
 
 
@@ -114,6 +116,7 @@ def test_worker_environment_holds_no_kernel_secrets(rogue):
     assert r.text() == "'absent'"
 
 
+@needs_kernel
 def test_status_reports_exactly_the_active_layers(real):
     assert real["process"].status()["os_layers"]["active"] == ["rlimits"]
     s = real["kernel"].status()
@@ -125,6 +128,7 @@ def test_status_reports_exactly_the_active_layers(real):
 
 # -- what the OS stops under `kernel` ---------------------------------------------------------------
 
+@needs_kernel
 def test_kernel_spawning_a_process_fails_and_nothing_runs(rogue, outside):
     marker = outside["root"] / "spawned"
     for cell in (f"import os\nassert os.system('touch {marker}') == 0",
@@ -136,6 +140,7 @@ def test_kernel_spawning_a_process_fails_and_nothing_runs(rogue, outside):
     assert not marker.exists()
 
 
+@needs_kernel
 def test_kernel_socket_to_loopback_fails_and_listener_receives_nothing(rogue, outside):
     port = outside["listener"].port
     for cell in (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\ns.sendall(b'LEAK')",
@@ -146,6 +151,7 @@ def test_kernel_socket_to_loopback_fails_and_listener_receives_nothing(rogue, ou
     assert outside["listener"].connections == 0 and outside["listener"].data == b""
 
 
+@needs_kernel
 def test_kernel_reading_a_host_file_outside_the_workdir_fails(rogue, outside):
     for path in (outside["root"] / "secret.txt", "/etc/passwd"):
         r = Run(rogue["kernel"], f"open({str(path)!r}).read()")
@@ -153,6 +159,7 @@ def test_kernel_reading_a_host_file_outside_the_workdir_fails(rogue, outside):
         assert "TOP-SECRET" not in str(r.events)
 
 
+@needs_kernel
 def test_kernel_writing_outside_fails_and_target_is_unchanged(rogue, outside):
     target = outside["root"] / "target.txt"
     r = Run(rogue["kernel"], f"f = open({str(target)!r}, 'w')\nf.write('PWNED')\nf.close()")
@@ -161,6 +168,7 @@ def test_kernel_writing_outside_fails_and_target_is_unchanged(rogue, outside):
     assert Run(rogue["kernel"], "open('inside.txt', 'w').write('fine')").ok
 
 
+@needs_kernel
 def test_same_attacks_through_the_real_engine_are_refused_by_the_gates_first(real, outside, tmp_path):
     b = make_backend("kernel", rogue_policy(), str(tmp_path), spare=False)
     try:
@@ -175,6 +183,7 @@ def test_same_attacks_through_the_real_engine_are_refused_by_the_gates_first(rea
         b.shutdown()
 
 
+@needs_kernel
 def test_control_the_same_attacks_succeed_at_level_process(rogue, outside):
     """Without the OS layers the rogue engine does read the secret: the kernel-level failures above
     are the OS layers' work, not an accident of the test."""
@@ -263,6 +272,7 @@ def test_interrupt_reaches_the_worker_and_keeps_state(real):
     assert Run(b, "kept").text() == "5" and pid(b) == before
 
 
+@needs_kernel
 def test_interrupt_of_a_cell_stuck_in_c_kills_after_the_grace(real):
     b = real["kernel"]
     threading.Timer(0.3, b.cancel).start()
@@ -313,6 +323,7 @@ def test_output_flood_is_cut_off(tmp_path):
 
 # -- fail closed, restarts ---------------------------------------------------------------------------
 
+@needs_kernel
 def test_worker_that_cannot_start_means_cells_do_not_run(tmp_path):
     b = make_backend("kernel", _real_policy(), str(tmp_path), engine="no_such_module:Engine", spare=False)
     try:
@@ -325,6 +336,7 @@ def test_worker_that_cannot_start_means_cells_do_not_run(tmp_path):
         b.shutdown()
 
 
+@needs_kernel
 def test_looser_policy_needs_a_new_worker(rogue, outside):
     b = rogue["kernel"]
     base = b.policy
@@ -360,6 +372,7 @@ def test_reset_gives_a_fresh_process(real):
 
 # -- the data stack under `kernel` ---------------------------------------------------------------------
 
+@needs_kernel
 def test_data_stack_smoke_under_kernel(real):
     b = real["kernel"]
     r = Run(b, "import numpy as np\na = np.random.rand(400, 400)\nb = a @ a\n"
@@ -374,3 +387,54 @@ def test_data_stack_smoke_under_kernel(real):
     r = Run(b, "df.to_csv('data.csv', index=False)\nback = pd.read_csv('data.csv')\nint(back['v'].sum())")
     assert r.ok and r.text() == "10", r.done
     assert os.path.exists(os.path.join(b.workdir, "data.csv"))
+
+
+@pytest.mark.skipif(KERNEL_PROBLEM is None, reason="the kernel level works here")
+def test_kernel_level_fails_closed_where_the_os_cannot_apply_it(tmp_path):
+    b = make_backend("kernel", _real_policy(), str(tmp_path), spare=False)
+    try:
+        r = Run(b, "open('ran.txt', 'w').write('x')")
+        assert not r.ok and r.error["ename"] == "SandboxUnavailable"
+        assert not (tmp_path / "ran.txt").exists()
+    finally:
+        b.shutdown()
+
+
+@needs_kernel
+def test_host_without_landlock_fails_closed_or_reports_degraded(tmp_path):
+    """A host whose container runtime filters the Landlock system calls (simulated by a seccomp filter
+    in a child process, inherited by its workers): cells do not run; in degraded mode they run and the
+    status says exactly which layer is missing."""
+    import json
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import errno, json, sys
+        import pyseccomp as sc
+        f = sc.SyscallFilter(sc.ALLOW)
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "landlock_create_ruleset")
+        f.load()
+        from sandbox_kernel.isolation import make_backend
+        from sandbox_kernel.policy import PRESETS
+        out = {}
+        for degraded in (False, True):
+            wd = sys.argv[1] + ("/degraded" if degraded else "/strict")
+            b = make_backend("kernel", PRESETS["data-science"], wd, spare=False, degraded=degraded)
+            events = []
+            done = b.run_cell("open('ran.txt', 'w').write('x')\\n1 + 1", emit=events.append)
+            out[str(degraded)] = {"status": done["status"], "error": done.get("error"),
+                                  "layers": b.status()["os_layers"]}
+            b.shutdown()
+        print(json.dumps(out))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    strict, degraded = out["False"], out["True"]
+    assert strict["status"] == "error" and strict["error"]["ename"] == "SandboxUnavailable"
+    assert "landlock" in strict["error"]["evalue"].lower()
+    assert not (tmp_path / "strict" / "ran.txt").exists()
+    assert degraded["status"] == "ok"
+    assert degraded["layers"]["degraded"] is True and degraded["layers"]["failed"] == ["landlock"]
+    assert sorted(degraded["layers"]["active"]) == ["capabilities", "rlimits", "seccomp"]

@@ -140,7 +140,10 @@ class WorkerProcess:
             return False
         except ChannelError as exc:
             self.wait_exit(2.0)
-            self.fatal = f"the sandbox worker failed to start ({self.describe_exit() or exc})"
+            time.sleep(0.05)  # let the stderr drain catch the last line
+            last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")
+            detail = self.describe_exit() or str(exc)
+            self.fatal = f"the sandbox worker failed to start ({detail}{': ' + last[:300] if last else ''})"
             self.kill("startup failure")
             return False
         if msg["type"] == "fatal":
