@@ -3,7 +3,6 @@ then tries to escape with raw system access (os, socket, subprocess, ctypes: wha
 could do). Each test checks the attempt failed *and* that nothing happened on the host side; a control
 run without the layers shows the same attempts would have worked, so the tests are not vacuous."""
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -6,7 +6,7 @@ isolation_support.py) that executes the cell as plain Python inside the worker: 
 of the picture, as they would be for a C extension gone rogue. The same attacks through the real engine
 with a policy that grants os/socket/subprocess/ctypes are refused by the gates first (also checked)."""
 import os
-import signal
+import struct
 import sys
 import threading
 import time
@@ -284,15 +284,11 @@ def test_interrupt_of_a_cell_stuck_in_c_kills_after_the_grace(real):
 
 # -- a hostile worker --------------------------------------------------------------------------------
 
-FIND_CHANNEL = ("import os, stat\n"
-                "fds = [fd for fd in range(3, 256) if _is_sock(fd)]\n")
-
-
 @pytest.mark.parametrize("payload", [
     b"\xff\xff\xff\xff",                                      # claims a 4 GB frame
     b"\x00\x00\x00\x05junk!",                                 # not JSON
     b'\x00\x00\x00\x1b{"type":"exec","code":"1+1"}',          # a message type the host does not know
-    b'\x00\x00\x00\x1d{"type":"stream","name":"x","text":1}'[:4] + b'{"type":"stream","name":"x","text":1}',
+    struct.pack(">I", 37) + b'{"type":"stream","name":"x","text":1}',  # known type, wrong field types
 ])
 def test_malformed_message_ends_the_worker_never_the_kernel(rogue, payload):
     b = rogue["process"]
@@ -303,7 +299,7 @@ def test_malformed_message_ends_the_worker_never_the_kernel(rogue, payload):
             f"            os.write(fd, {payload!r})\n"
             "    except OSError:\n"
             "        pass\n"
-            "import time\ntime.sleep(2)")
+            "import time\ntime.sleep(1)")
     r = Run(b, cell)
     assert not r.ok and r.done["worker"]["reason"] == "protocol", r.done
     assert "malformed" in r.error["evalue"]
