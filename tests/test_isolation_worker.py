@@ -434,3 +434,16 @@ def test_host_without_landlock_fails_closed_or_reports_degraded(tmp_path):
     assert degraded["status"] == "ok"
     assert degraded["layers"]["degraded"] is True and degraded["layers"]["failed"] == ["landlock"]
     assert sorted(degraded["layers"]["active"]) == ["capabilities", "rlimits", "seccomp"]
+
+
+def test_a_failing_emit_callback_leaves_the_worker_in_step(real):
+    b = real["process"]
+    before = pid(b)
+
+    def broken(event):
+        raise ValueError("kernel-side bug")
+
+    with pytest.raises(ValueError):
+        b.run_cell("print('a')\n'first'", emit=broken)
+    r = Run(b, "'second'")
+    assert r.text() == "'second'" and pid(b) == before

@@ -330,17 +330,26 @@ class WorkerBackend:
                    "limits": _limits_dict(limits), "execution_count": execution_count}
             self._cancel_at = None
             self._running = w
-            hard = started + eff_limits.timeout + self.grace if eff_limits.timeout else None
             try:
+                # The hard deadline counts from the moment the worker has the cell.
+                hard = time.monotonic() + eff_limits.timeout + self.grace if eff_limits.timeout else None
                 self._send(w, req)
-                done = self._relay(w, emit, hard, eff_limits)
+                done, emit_error = self._relay(w, emit, hard, eff_limits)
                 w.cells += 1
-                return done
             except WorkerLost as lost:
                 return self._lost(w, lost, emit, eff_policy, execution_count, started)
+            except BaseException:
+                # A bug on this side of the channel: the worker's stream is no longer in step with
+                # the requests, so it cannot be reused.
+                w.kill("host error")
+                self._active = None
+                raise
             finally:
                 self._running = None
                 self._cancel_at = None
+            if emit_error is not None:
+                raise emit_error  # the caller's own callback failed; the worker is still in step
+            return done
 
     def _send(self, w: WorkerProcess, req: dict) -> None:
         try:
@@ -349,9 +358,11 @@ class WorkerBackend:
             w.kill("unresponsive")
             raise WorkerLost("crash", f"the sandbox worker {w.describe_exit() or 'stopped reading'} ({exc})")
 
-    def _relay(self, w: WorkerProcess, emit, hard_deadline, limits: Limits) -> dict:
+    def _relay(self, w: WorkerProcess, emit, hard_deadline, limits: Limits):
+        """Relay a cell's events until its ``done``; returns (done, exception raised by emit or None)."""
         start_bytes = w.channel.received
         peak_rss = 0.0
+        emit_error = None
         while True:
             now = time.monotonic()
             if self._cancel_at is not None and now >= self._cancel_at + self.cancel_grace:
@@ -397,8 +408,14 @@ class WorkerBackend:
                 raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
                                  "stopped") from None
             if event["type"] == "done":
-                return event
-            emit(event)
+                return event, emit_error
+            if emit_error is None:
+                try:
+                    emit(event)
+                except KeyboardInterrupt:
+                    self.cancel()  # the kernel's own interrupt landed in its callback
+                except Exception as exc:  # noqa: BLE001 - keep relaying so the worker stays in step
+                    emit_error = exc
 
     def _death(self, w: WorkerProcess, limits: Limits, peak_rss: float) -> tuple[str, str]:
         how = w.describe_exit() or "stopped"
