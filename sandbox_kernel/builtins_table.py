@@ -7,11 +7,12 @@ not available. The gate functions live here too, under reserved ``__st_*__`` nam
 from __future__ import annotations
 
 import builtins as _b
+import io
 import sys
 
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
-from .gates import SandboxType, runtime_callable
+from .gates import SandboxType, is_sandbox_class, runtime_callable
 
 _SAFE = (
     "abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod enumerate "
@@ -69,6 +70,8 @@ def make_builtins(engine) -> dict:
         table[name] = _unavailable(name, why, gates)
 
     def sandbox_print(*args, sep=" ", end="\n", file=None, flush=False):
+        if file is not None and not isinstance(file, io.IOBase) and not is_sandbox_class(type(file)):
+            raise TypeError("print(file=...) takes a file object or an object of a class defined in the cell")
         _b.print(*args, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
 
     def sandbox_locals():
@@ -86,6 +89,7 @@ def make_builtins(engine) -> dict:
         "setattr": runtime_callable(gates.builtin_setattr),
         "delattr": runtime_callable(gates.builtin_delattr),
         "pow": runtime_callable(gates.pow),
+        "format": runtime_callable(lambda value, format_spec="": gates.format(value, "", format_spec)),
         "print": runtime_callable(sandbox_print),
         "display": runtime_callable(engine._display),
         "locals": runtime_callable(sandbox_locals),
@@ -120,6 +124,7 @@ def make_builtins(engine) -> dict:
         "__st_importfrom__": gates.importfrom,
         "__st_importstar__": gates.importstar,
         "__st_matched__": gates.matched,
+        "__st_format__": gates.format,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })
     return table

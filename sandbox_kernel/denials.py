@@ -120,6 +120,12 @@ class SizeDenied(SandboxViolation, MemoryError):
     def describe(self) -> str:
         return f"{self.target} would be too large"
 
+    def sentence(self) -> str:
+        s = self.describe()
+        if self.line:
+            s += f" (line {self.line})"
+        return s + f": {self.rule}"
+
 
 class CallDenied(SandboxViolation, TypeError):
     """A granted function called with an argument the policy forbids (allow_pickle=True)."""

@@ -16,11 +16,14 @@ Three ideas carry the design:
 """
 from __future__ import annotations
 
+import abc
 import builtins as _host_builtins
+import enum
 import functools
 import importlib
 import itertools
 import operator
+import re
 import string
 import sys
 import types
@@ -57,7 +60,7 @@ __ifloordiv__ __mod__ __rmod__ __imod__ __divmod__ __rdivmod__ __and__ __rand__ 
 __ror__ __ior__ __xor__ __rxor__ __ixor__ __rshift__ __rrshift__ __irshift__ __matmul__ __rmatmul__
 __imatmul__ __copy__ __deepcopy__ __sizeof__ __fspath__ __array__ __array_interface__
 __class_getitem__ __orig_bases__ __parameters__ __args__ __origin__ __total__ __required_keys__
-__optional_keys__ __fields__ __set_name__ __init_subclass__ __del__ __getstate__ __setstate__
+__optional_keys__ __fields__ __set_name__ __init_subclass__
 """.split())
 
 # Private names every namedtuple and enum member offers as public API.
@@ -95,6 +98,7 @@ _PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None), lis
 # Classes of the standard library that carry no state of their own: a sandbox class that derives
 # only from these (and sandbox classes) is wholly the sandbox's, so its private names and __dict__
 # are the sandbox's business.
+_HASHABLE_METACLASSES = frozenset({type, abc.ABCMeta, enum.EnumMeta})
 _STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collections_abc",
                                  "collections.abc", "numbers", "collections", "dataclasses"})
 
@@ -107,6 +111,7 @@ _WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "
 
 # Size of results built in one step (ints in bits; sequences in bytes, estimated).
 MAX_INT_BITS = 1 << 23
+_INT_RULE = f"integers are capped at {MAX_INT_BITS:,} bits (about 2.5 million digits)"
 DEFAULT_MAX_BYTES = 1 << 30
 
 _SANDBOX_CLASSES: "weakref.WeakSet[type]" = weakref.WeakSet()
@@ -218,11 +223,17 @@ ALLOWED_METACLASSES = _allowed_metaclasses()
 # Gated string formatting
 # ------------------------------------------------------------------------------------------------
 
+_SPEC_NUMBER = re.compile(r"\d+")
+
+
 class _GatedFormatter(string.Formatter):
     """str.format whose field names ('{0.attr}') read attributes through the attribute gate."""
 
     def __init__(self, gates: "Gates"):
         self._gates = gates
+
+    def format_field(self, value, format_spec):
+        return self._gates.format(value, "", format_spec)
 
     def get_field(self, field_name, args, kwargs):
         first, rest = _string.formatter_field_name_split(field_name)
@@ -257,7 +268,9 @@ class Gates:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
         self._cache: dict = {}
+        self._class_cache: dict = {}
         self._module_cache: dict = {}
+        self._safe_functions: set = set()
         self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
         self._denied_pairs: set = set()   # (class or module, attribute)
         self._unresolved = list(policy.object_deny)
@@ -309,16 +322,23 @@ class Gates:
     # -- reading ---------------------------------------------------------------------------------
 
     def getattr(self, obj, name):
-        """``__st_getattr__(obj, name)``: the value of ``obj.name`` if the policy allows it."""
+        """``__st_getattr__(obj, name)``: the value of ``obj.name`` if the policy allows it.
+        The rewriter always passes a str constant; builtin_getattr checks names from cells."""
         t = type(obj)
-        key = (t, name)
         try:
-            decision = self._cache[key]
-        except (KeyError, TypeError):
-            decision = self._decide(obj, t, name)
+            decision = self._cache[(t, name)]
+        except KeyError:
+            # Only classes of known metaclasses are looked up by identity: an instance with its own
+            # __hash__/__eq__ must never match a class's cached decision.
+            decision = self._class_cache.get((obj, name)) if t in _HASHABLE_METACLASSES else None
+            if decision is None:
+                decision = self._decide(obj, t, name)
         if decision is _ALLOW:
             value = getattr(obj, name)
-            if type(value) in _PLAIN_TYPES:
+            tv = type(value)
+            if tv in _PLAIN_TYPES:
+                if tv is MethodType and value.__func__ not in self._safe_functions:
+                    return self._check_method(value, name)
                 return value
             return self._check_value(value, obj, name)
         if decision is _ALLOW_PURE:
@@ -350,7 +370,21 @@ class Gates:
         decision = subst or _ALLOW
         if not is_class:
             self._cache[(t, name)] = decision
+        elif t in _HASHABLE_METACLASSES:
+            if len(self._class_cache) > 100_000:
+                self._class_cache.clear()
+            self._class_cache[(obj, name)] = decision
         return decision
+
+    def _check_method(self, method, name):
+        """A bound method is as dangerous as its function (a class may hold shutil.rmtree)."""
+        func = method.__func__
+        if type(func) is FunctionType and not is_sandbox_function(func) and _origin(func) in FORBIDDEN_ORIGINS \
+                or id(func) in self._denied_values:
+            self.deny(AttributeDenied(f"'{name}'", f"functions from '{func.__module__}' are not available"))
+        if len(self._safe_functions) < 100_000:
+            self._safe_functions.add(func)
+        return method
 
     def _private_readable(self, obj, is_class, n) -> bool:
         if n.startswith("__") and n.endswith("__"):
@@ -415,6 +449,9 @@ class Gates:
                 if n == "format":
                     return lambda o: runtime_callable(lambda *a, **k: fmt.vformat(str.__str__(o), a, k))
                 return lambda o: runtime_callable(lambda m: fmt.vformat(str.__str__(o), (), m))
+        if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and not is_class and isinstance(obj, (str, bytes, bytearray)):
+            padded = self.padded
+            return lambda o: runtime_callable(functools.partial(padded, getattr(o, n)))
         if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
             display = self.display
             return lambda fig: runtime_callable(lambda *a, **k: display(fig))
@@ -435,6 +472,9 @@ class Gates:
             self.deny(AttributeDenied(f"'{name}'", "frames, code objects and tracebacks are hidden"))
         if id(value) in self._denied_values:
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
+        guard = _CALL_GUARDS.get(id(value))
+        if guard is not None:
+            return guard(value, self)
         if issubclass(t, type):
             if issubclass(value, type) and value not in ALLOWED_METACLASSES:
                 return SandboxType
@@ -453,9 +493,6 @@ class Gates:
             if _origin(target) in FORBIDDEN_ORIGINS:
                 self.deny(AttributeDenied(f"'{name}'",
                                           f"functions from '{target.__module__}' are not available"))
-            subst = _CALL_GUARDS.get(id(target))
-            if subst is not None:
-                return subst(value, self)
         return value
 
     def _modules_hint(self) -> str:
@@ -494,6 +531,7 @@ class Gates:
     def builtin_getattr(self, obj, name, *default):
         if len(default) > 1:
             raise TypeError(f"getattr expected at most 3 arguments, got {2 + len(default)}")
+        _normalise(name)   # exact str before any cache lookup: a str subclass could fake its hash
         try:
             return self.getattr(obj, name)
         except SandboxViolation:
@@ -505,14 +543,11 @@ class Gates:
 
     def builtin_hasattr(self, obj, name):
         """A question, not an access: a hidden attribute is simply absent (no denial is recorded)."""
-        try:
-            decision = self._cache.get((type(obj), name)) if type(name) is str else None
-        except TypeError:
-            decision = None
+        _normalise(name)
         saved = self.on_denial
         self.on_denial = lambda exc: None
         try:
-            self.getattr(obj, name) if decision is None else self.getattr(obj, name)
+            self.getattr(obj, name)
             return True
         except AttributeError:
             return False
@@ -557,9 +592,11 @@ class Gates:
         return obj
 
     def builtin_setattr(self, obj, name, value):
+        _normalise(name)
         setattr(self.write(obj, name), name, value)
 
     def builtin_delattr(self, obj, name):
+        _normalise(name)
         delattr(self.write(obj, name), name)
 
     def augattr(self, obj, name, op, value):
@@ -596,7 +633,7 @@ class Gates:
         if op == "*":
             if ta is int and tb is int:
                 if a.bit_length() + b.bit_length() > MAX_INT_BITS:
-                    self._too_large(f"the integer product ({a.bit_length() + b.bit_length():,} bits)")
+                    self._too_large(f"the integer product ({a.bit_length() + b.bit_length():,} bits)", _INT_RULE)
                 return
             seq, count = (a, b) if tb is int or tb is bool else (b, a) if ta is int or ta is bool else (None, 0)
             if seq is not None and type(seq) in _SEQ_ITEM_BYTES and count > 0:
@@ -607,14 +644,34 @@ class Gates:
             if ta is int and tb is int and b > 0 and abs(a) > 1:
                 bits = (a.bit_length() - 1) * b
                 if bits > MAX_INT_BITS:
-                    self._too_large(f"{a.bit_length()}-bit integer to the power {b:,} (~{bits:,} bits)")
+                    self._too_large(f"a {a.bit_length()}-bit integer to the power {b:,} (~{bits:,} bits)", _INT_RULE)
         elif op == "<<":
             if ta is int and tb is int and a and a.bit_length() + b > MAX_INT_BITS:
-                self._too_large(f"shifting an integer left by {b:,} bits")
+                self._too_large(f"shifting an integer left by {b:,} bits", _INT_RULE)
 
-    def _too_large(self, what):
-        self.deny(SizeDenied(what, f"results are capped at {MAX_INT_BITS:,} bits for integers and "
-                                   f"{self.max_bytes:,} bytes for sequences"))
+    def _too_large(self, what, rule=None):
+        self.deny(SizeDenied(what, rule or f"one step may build at most {self.max_bytes:,} bytes "
+                                           f"(the policy's memory limit)"))
+
+    def format(self, value, conversion="", spec=""):
+        """``f"{x!r:>10}"`` and ``format(x, spec)``: widths and precisions are bounded before formatting."""
+        if type(spec) is not str:
+            spec = str(spec)
+        for number in _SPEC_NUMBER.findall(spec):
+            if len(number) > 9 or int(number) > self.max_bytes // 4:
+                self._too_large(f"the format spec {spec[:40]!r}")
+        if conversion == "r":
+            value = repr(value)
+        elif conversion == "s":
+            value = str(value)
+        elif conversion == "a":
+            value = ascii(value)
+        return format(value, spec)
+
+    def padded(self, method, width, *rest):
+        if type(width) is int and width > self.max_bytes // 4:
+            self._too_large(f"padding a str to {width:,} characters")
+        return method(width, *rest)
 
     def sized(self, fn, *args, **kwargs):
         """``list(x)`` and friends: the length of x is charged as ticks (and checked against the size
@@ -817,14 +874,29 @@ def _guard_endless(fn, gates):
 
 
 def _ticking_iter(it, gates):
-    check = gates.budget.charge if gates.budget is not None else (lambda n: None)
+    table = gates.budget._builtins if gates.budget is not None else {"__st_tick__": lambda: None}
     for item in it:
-        check(1)
+        table["__st_tick__"]()   # looked up each time: the budget swaps it when a limit trips
         yield item
 
 
+def _guard_big_math(fn, gates):
+    """math.factorial/comb/perm run in C without returning to the interpreter: bound n first."""
+    def bounded(*args):
+        if any(type(a) is int and a > 100_000 for a in args):
+            gates.deny(SizeDenied(f"math.{fn.__name__} of more than 100,000",
+                                  "it would run in C, where the sandbox cannot stop it"))
+        return fn(*args)
+    bounded.__name__ = fn.__name__
+    bounded.__doc__ = fn.__doc__
+    return runtime_callable(bounded)
+
+
+import math as _math  # noqa: E402
+
 _CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard_endless,
-                id(itertools.repeat): _guard_endless}
+                id(itertools.repeat): _guard_endless, id(_math.factorial): _guard_big_math,
+                id(_math.comb): _guard_big_math, id(_math.perm): _guard_big_math}
 _KEEP: list = []
 
 

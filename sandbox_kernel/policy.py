@@ -200,7 +200,9 @@ _STRICT_MODULES = (
     ModuleRule("collections"),
     ModuleRule("itertools"),
     ModuleRule("functools"),
-    ModuleRule("operator", deny=("attrgetter", "methodcaller")),
+    # attrgetter/methodcaller read attributes past the gate; mul/pow/lshift past the size checks.
+    ModuleRule("operator", deny=("attrgetter", "methodcaller", "mul", "imul", "pow", "ipow", "lshift",
+                                 "ilshift", "__*")),
     ModuleRule("re"),
     ModuleRule("random"),
     ModuleRule("string", deny=("Formatter",)),

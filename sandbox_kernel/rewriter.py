@@ -493,7 +493,17 @@ class Rewriter(ast.NodeTransformer):
     visit_YieldFrom = _unchanged_expr
     visit_Slice = _unchanged_expr
     visit_JoinedStr = _unchanged_expr
-    visit_FormattedValue = _unchanged_expr
+
+    def visit_FormattedValue(self, node):
+        """'f"{x!r:>{w}}"' becomes 'f"{__st_format__(x, "r", f"{w}")}"': a format spec can ask for a
+        width or precision of billions, so the gate checks it before formatting. Without a spec the
+        field is unchanged."""
+        node = self._visit_children(node)
+        if node.format_spec is None:
+            return node
+        conversion = chr(node.conversion) if node.conversion and node.conversion > 0 else ""
+        call = _call("format", node.value, _const(conversion), node.format_spec)
+        return ast.copy_location(ast.FormattedValue(value=call, conversion=-1, format_spec=None), node)
 
     def visit_Constant(self, node):
         """A literal is unchanged."""
