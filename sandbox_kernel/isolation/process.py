@@ -423,8 +423,9 @@ class WorkerBackend:
         memory = self.policy.limits.memory_mb
         if rc == -signal.SIGKILL and w.killed_by_host is None:
             limit = f"limit {memory} MB" if memory else "no memory limit was set"
+            seen = f", last seen using {peak_rss:.0f} MB" if peak_rss else ""
             return "memory", (f"the sandbox worker was killed (SIGKILL from the operating system): most "
-                              f"likely out of memory ({limit})")
+                              f"likely out of memory ({limit}{seen})")
         if rc == -signal.SIGXCPU:
             return "cpu", "the sandbox worker was killed: it used up its CPU time limit"
         reason = "exit" if rc is not None and rc >= 0 else "crash"
