@@ -77,10 +77,10 @@ class Engine:
         self.execution_count = execution_count or self.execution_count + 1
         filename = cell_filename(self.execution_count)
         self._use_policy(policy)
-        self._emit = emit
         self._cell_denials = []
         self._charts = []
         streams = self._streams = OutputStreams(emit, limits.output_bytes)
+        self._emit = streams.emit_event
         started = time.monotonic()
         error = None
         result_before = self.namespace.get("result")
@@ -96,6 +96,7 @@ class Engine:
         tokens = confine.enter(files, policy.network, self.gates.deny)
         saved_streams = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = streams.stdout, streams.stderr
+        self.budget.on_alarm = streams.flush_if_due
         self.budget.start(ticks=limits.ticks, timeout=limits.timeout, memory_mb=limits.memory_mb,
                           policy_name=policy.name)
         tripped = None
@@ -106,8 +107,7 @@ class Engine:
                     value = self._run_code(last)
                     if value is not None:
                         data = self._bundle(value, limits)
-                        streams.flush()
-                        emit({"type": "result", "data": data, "metadata": {}})
+                        self._emit({"type": "result", "data": data, "metadata": {}})
                 self._seed002_result(result_before, limits)
             except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
                 error = exc
@@ -119,8 +119,8 @@ class Engine:
             error = tripped   # the cell swallowed its limit; it still ended because of it
         if isinstance(error, KeyboardInterrupt):
             error = _as_cancel(error, policy)
-        streams.close()
         report = self._report(error, source) if error is not None else None
+        streams.close()
         return self._done(started, policy, report, streams)
 
     def _compile(self, source: str, filename: str, mode: str):
@@ -153,7 +153,6 @@ class Engine:
         """The sandbox's ``display()``; also what ``fig.show()`` calls."""
         limits = self.gates.policy.limits
         for obj in objs:
-            self._streams.flush() if self._streams else None
             self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
 
     def _seed002_result(self, before, limits: Limits) -> None:
@@ -170,7 +169,6 @@ class Engine:
             data = render.chart_from_spec(spec)
             if data is not None:
                 self._charts.append(data)
-                self._streams.flush()
                 self._emit({"type": "display", "data": {render.PLOTLY_MIME: data,
                                                         "text/plain": render.figure_summary(data)},
                             "metadata": {}})
@@ -197,8 +195,6 @@ class Engine:
         ename = type(exc).__name__
         evalue = self._scrub(exc.sentence() if isinstance(exc, (SandboxViolation, LimitExceeded)) else str(exc))
         traceback = self._traceback(exc, ename, evalue)
-        if self._streams is not None:
-            self._streams.close()
         event = {"type": "error", "ename": ename, "evalue": evalue, "traceback": traceback, "denial": denial}
         self._emit(event)
         return {"ename": ename, "evalue": evalue, "traceback": traceback, "line": line}
@@ -349,7 +345,7 @@ class Engine:
             for n in list(pool):
                 if not isinstance(n, str):
                     continue
-                if n.startswith("_") and not (gates._private_readable(obj, is_class, n) and not n.startswith("__")):
+                if n.startswith("_"):   # completion never lists private names, even readable ones
                     continue
                 if n in _NEVER_LISTED or gates._pair_denied(obj, n):
                     continue

@@ -191,10 +191,14 @@ class Budget:
         signal.signal(signal.SIGALRM, self._old_alarm or signal.SIG_DFL)
         self._alarm_armed = False
 
+    on_alarm = None   # the engine's hook (sends output a quiet cell printed earlier)
+
     def _on_alarm(self, signum, frame):
         """Interrupts pure-Python code between any two bytecodes, and blocking calls such as
         time.sleep; C code that never returns to the interpreter needs the worker's hard kill."""
         if self.running:
+            if self.on_alarm is not None:
+                self.on_alarm()
             self.check()
 
 

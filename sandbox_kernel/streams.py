@@ -62,9 +62,37 @@ class OutputStreams:
         self.stdout = _Stream(self, "stdout")
         self.stderr = _Stream(self, "stderr")
 
+    _busy = False
+
     def write(self, name: str, text: str) -> None:
         if not text:
             return
+        self._busy = True
+        try:
+            self._write(name, text)
+        finally:
+            self._busy = False
+
+    def emit_event(self, event: dict) -> None:
+        """Any other event of the cell: pending text goes first, and the alarm's flush cannot
+        interleave with it."""
+        if self._busy:
+            self._emit(event)
+            return
+        self._busy = True
+        try:
+            self._flush_pending()
+            self._emit(event)
+        finally:
+            self._busy = False
+
+    def flush_if_due(self) -> None:
+        """Called from the budget's alarm (between two bytecodes of the cell's thread): sends what a
+        cell printed before it went quiet (print, then a long computation or a sleep)."""
+        if not self._busy and self._pending and time.monotonic() - self._last_flush >= FLUSH_INTERVAL:
+            self.flush()
+
+    def _write(self, name: str, text: str) -> None:
         if self._head_budget > 0:
             head = text[: self._head_budget]
             self._head_budget -= len(head)
@@ -94,9 +122,18 @@ class OutputStreams:
             self._captured.append(text)
         now = time.monotonic()
         if self._pending_size >= FLUSH_BYTES or now - self._last_flush >= FLUSH_INTERVAL:
-            self.flush()
+            self._flush_pending()
 
     def flush(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            self._flush_pending()
+        finally:
+            self._busy = False
+
+    def _flush_pending(self) -> None:
         if not self._pending:
             return
         merged: list[list] = []

@@ -1,0 +1,249 @@
+"""The engine's contract: events, persistence, errors, limits, completion privacy."""
+import dataclasses
+import json
+import threading
+import time
+
+import pytest
+
+from sandbox_kernel.engine import Engine
+from sandbox_kernel.policy import PRESETS
+
+
+@pytest.fixture
+def engine(tmp_path):
+    return Engine(PRESETS["data-science"], workdir=str(tmp_path))
+
+
+def run(engine, source, **kw):
+    events = []
+    done = engine.run_cell(source, emit=events.append, **kw)
+    json.dumps(events)   # everything the engine emits is plain JSON data
+    json.dumps(done)
+    return events, done
+
+
+def stdout(events):
+    return "".join(e["text"] for e in events if e["type"] == "stream" and e["name"] == "stdout")
+
+
+def results(events):
+    return [e["data"]["text/plain"] for e in events if e["type"] == "result"]
+
+
+def test_last_expression_is_the_result_and_streams_come_first(engine):
+    events, done = run(engine, "print('a')\n1 + 1")
+    kinds = [e["type"] for e in events]
+    assert kinds == ["stream", "result"]
+    assert results(events) == ["2"] and done["status"] == "ok" and done["output"] == "a\n"
+
+
+def test_trailing_semicolon_suppresses_the_result(engine):
+    events, _ = run(engine, "1 + 1;")
+    assert results(events) == []
+
+
+def test_functions_see_globals_assigned_later(engine):
+    run(engine, "def f():\n    return later * 2")
+    run(engine, "later = 21")
+    events, _ = run(engine, "f()")
+    assert results(events) == ["42"]
+
+
+def test_dunder_name_is_main_and_top_level_await(engine):
+    events, _ = run(engine, "async def g():\n    return __name__\nawait g()")
+    assert results(events) == ["'__main__'"]
+
+
+def test_traceback_shows_only_cell_lines(engine):
+    run(engine, "def inner():\n    return 1 / 0")
+    events, done = run(engine, "x = 5\ninner()")
+    err = done["error"]
+    assert err["ename"] == "ZeroDivisionError"
+    text = "\n".join(err["traceback"])
+    assert "Cell In[2], line 2" in text and "Cell In[1], line 2, in inner" in text
+    assert "sandbox_kernel" not in text and ".py" not in text
+    assert engine.namespace["x"] == 5   # bound before the error: kept
+
+
+def test_syntax_error_names_the_line(engine):
+    _, done = run(engine, "x = 1\ny = (\n")
+    assert done["error"]["ename"] == "SyntaxError"
+    assert done["error"]["line"] == 2 or "line 2" in "\n".join(done["error"]["traceback"])
+
+
+def test_validation_denial_is_recorded_with_its_line(engine):
+    events, done = run(engine, "x = 1\n__st_getattr__ = 2")
+    assert done["status"] == "error"
+    assert done["denials"][0]["kind"] == "name" and done["denials"][0]["line"] == 2
+    assert "x" not in engine.namespace   # refused before anything ran
+
+
+def test_import_denial_sentence(engine):
+    _, done = run(engine, "\n\nimport os")
+    rec = done["denials"][0]
+    assert rec["kind"] == "import" and rec["target"] == "os" and rec["line"] == 3
+    assert rec["message"].startswith("import of 'os' is not allowed by policy 'data-science' (line 3)")
+
+
+def test_caught_denials_are_still_recorded(engine):
+    events, done = run(engine, "try:\n    import subprocess\nexcept ImportError:\n    print('fallback')")
+    assert done["status"] == "ok" and stdout(events) == "fallback\n"
+    assert [d["target"] for d in done["denials"]] == ["subprocess"]
+
+
+def _tight(engine, **limits):
+    return dataclasses.replace(engine.policy.limits, **limits)
+
+
+def test_tick_limit_ends_the_cell_and_keeps_earlier_state(engine):
+    _, done = run(engine, "kept = 1\nwhile True:\n    pass", limits=_tight(engine, ticks=50_000))
+    assert done["error"]["ename"] == "TickLimitExceeded" and "50,000" in done["error"]["evalue"]
+    assert done["denials"][-1]["kind"] == "limit"
+    assert engine.namespace["kept"] == 1
+    events, done = run(engine, "kept + 1")
+    assert results(events) == ["2"]
+
+
+def test_time_limit_survives_bare_except_and_swallowing_exit(engine):
+    src = (
+        "class Swallow:\n"
+        "    def __enter__(self): return self\n"
+        "    def __exit__(self, *a): return True\n"
+        "with Swallow():\n"
+        "    try:\n"
+        "        while True: pass\n"
+        "    except:\n"
+        "        pass\n"
+        "after = 'reached'\n"
+    )
+    t0 = time.monotonic()
+    _, done = run(engine, src, limits=_tight(engine, timeout=0.5, ticks=None))
+    assert time.monotonic() - t0 < 5
+    assert done["error"]["ename"] == "TimeLimitExceeded"
+    # the limit tripped even though __exit__ swallowed it: the cell is reported as ended by it
+
+
+def test_finally_that_loops_cannot_outlive_the_limit(engine):
+    src = "try:\n    while True: pass\nfinally:\n    while True: pass"
+    t0 = time.monotonic()
+    _, done = run(engine, src, limits=_tight(engine, timeout=0.5, ticks=None))
+    assert time.monotonic() - t0 < 5 and done["error"]["ename"] == "TimeLimitExceeded"
+
+
+def test_cancel_from_another_thread(engine):
+    timer = threading.Timer(0.3, engine.cancel)
+    timer.start()
+    t0 = time.monotonic()
+    _, done = run(engine, "n = 0\nwhile True:\n    n += 1", limits=_tight(engine, timeout=30, ticks=None))
+    assert time.monotonic() - t0 < 3
+    assert done["error"]["ename"] == "Cancelled"
+    assert engine.namespace["n"] > 0
+
+
+def test_sandbox_code_cannot_run_between_cells(engine):
+    run(engine, "def f():\n    return 1")
+    f = engine.namespace["f"]
+    with pytest.raises(BaseException, match="outside a cell"):
+        f()
+
+
+def test_output_cap_keeps_head_and_tail(engine):
+    _, done = run(engine, "for i in range(5000):\n    print('line', i)", limits=_tight(engine, output_bytes=2000))
+    assert done["truncated"] is True
+    events, _ = run(engine, "for i in range(5000):\n    print('line', i)", limits=_tight(engine, output_bytes=2000))
+    text = "".join(e["text"] for e in events if e["type"] == "stream")
+    assert text.startswith("line 0\n") and text.rstrip().endswith("line 4999")
+    assert "characters of output cut" in text and len(text) < 2200
+
+
+def test_streams_arrive_while_the_cell_runs(engine):
+    seen = []
+
+    def emit(event):
+        seen.append((time.monotonic(), event))
+
+    t0 = time.monotonic()
+    engine.run_cell("import time\nprint('early')\ntime.sleep(0.4)\nprint('late')", emit=emit)
+    first = next(t for t, e in seen if e["type"] == "stream" and "early" in e["text"])
+    assert first - t0 < 0.3
+
+
+def test_seed002_result_convention(engine):
+    src = "result = {'output': 'mean is 3', 'chart': {'data': [{'x': [1, 2], 'y': [3, 4], 'type': 'bar'}]}}"
+    events, done = run(engine, src)
+    assert "mean is 3" in done["output"]
+    assert done["charts"][0]["data"][0]["type"] == "bar"
+    assert any(e["type"] == "display" and "application/vnd.plotly.v1+json" in e["data"] for e in events)
+
+
+def test_plotly_figure_is_compact_json(engine):
+    events, done = run(engine, "import plotly.express as px\npx.bar(x=[1, 2], y=[3, 4], title='t')")
+    data = [e for e in events if e["type"] == "result"][0]["data"]
+    assert set(data) == {"application/vnd.plotly.v1+json", "text/plain"}
+    assert data["application/vnd.plotly.v1+json"]["data"][0]["type"] == "bar"
+    assert len(done["charts"]) == 1
+
+
+def test_fig_show_is_a_display_not_a_browser(engine):
+    events, _ = run(engine, "import plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1], y=[2])).show()")
+    assert [e["type"] for e in events] == ["display"]
+
+
+def test_pandas_result_has_html_and_text(engine):
+    events, _ = run(engine, "import pandas as pd\npd.DataFrame({'a': [1, 2]})")
+    data = [e for e in events if e["type"] == "result"][0]["data"]
+    assert "<table" in data["text/html"] and "a" in data["text/plain"]
+
+
+def test_repr_that_loops_forever_ends_with_a_timeout(engine):
+    src = "class Bad:\n    def __repr__(self):\n        while True: pass\nBad()"
+    _, done = run(engine, src, limits=_tight(engine, timeout=0.5, ticks=None))
+    assert done["error"]["ename"] == "TimeLimitExceeded"
+
+
+def test_evaluate_runs_gated(engine):
+    run(engine, "value = 41")
+    assert engine.evaluate("value + 1")["data"]["text/plain"] == "42"
+    bad = engine.evaluate("value.__class__.__bases__")
+    assert bad["status"] == "error" and bad["ename"] == "AttributeDenied"
+
+
+def test_completion_hides_private_and_runs_no_code(engine):
+    run(engine, "class C:\n    def __init__(self):\n        self.public = 1\n        self._hidden = 2\n"
+                "    @property\n    def prop(self):\n        raise SystemError('ran')\n"
+                "    def __getattr__(self, n):\n        raise SystemError('ran')\nc = C()\nimport math")
+    names = engine.complete("c.", 2)["matches"]
+    assert "public" in names and "prop" in names and "_hidden" not in names
+    assert "__class__" not in names
+    assert engine.complete("zi", 2)["matches"] == ["zip"]
+    assert "floor" in engine.complete("math.fl", 7)["matches"]
+    assert engine.complete("__st_", 5)["matches"] == []
+
+
+def test_completion_of_granted_module_hides_denied_attributes(engine):
+    run(engine, "import pandas as pd\ndf = pd.DataFrame({'a': [1]})")
+    assert "groupby" in engine.complete("df.gro", 6)["matches"]
+    assert engine.complete("df.quer", 7)["matches"] == []
+    assert engine.complete("pd.ev", 5)["matches"] == []
+
+
+def test_inspect_is_static(engine):
+    run(engine, "def area(w, h):\n    'Area of a rectangle.'\n    return w * h")
+    reply = engine.inspect("area", 4)
+    assert reply["found"] and "Area of a rectangle" in reply["data"]["text/plain"]
+    assert engine.inspect("__builtins__", 5)["found"] is False
+
+
+def test_reset_gives_a_fresh_namespace(engine):
+    run(engine, "x = 1")
+    engine.reset()
+    _, done = run(engine, "x")
+    assert done["error"]["ename"] == "NameError"
+
+
+def test_strict_policy_has_no_files(tmp_path):
+    eng = Engine(PRESETS["strict"], workdir=str(tmp_path))
+    _, done = run(eng, "open('x.txt', 'w').write('data')")
+    assert done["denials"][0]["kind"] == "builtin" or done["denials"][0]["kind"] == "file"
+    assert not (tmp_path / "x.txt").exists()
