@@ -34,6 +34,7 @@ from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, PLOTLY_MIME, Out
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
 
 _LIMIT_KEYS = ("ticks", "timeout", "memory_mb", "output_bytes")
+_HISTORY_KEPT = 10_000
 
 
 class SandboxKernel(IPythonKernel):
@@ -249,6 +250,7 @@ class SandboxKernel(IPythonKernel):
         self._last_summary = summary
         if store_history and not silent:
             self._history.append((1, count, code, None))
+            del self._history[:-_HISTORY_KEPT]
 
         def fail(ename: str, evalue: str, traceback: list[str], records: list[dict]):
             for record in records:
@@ -441,7 +443,8 @@ class SandboxKernel(IPythonKernel):
                  f"files: {'working directory only' if policy.files else 'off'}; "
                  f"network: {'on' if policy.network else 'off'}",
                  f"isolation: {self.current_isolation} (weakest allowed: {self.isolation_floor})",
-                 f"os layers: {json.dumps(status.get('os_layers') or {}, default=str)}",
+                 f"os layers: {_describe_layers(status.get('os_layers'))}",
+                 f"os layer details: {json.dumps(status.get('os_layers') or {}, default=str)}",
                  f"worker: {json.dumps(status.get('worker'), default=str)}",
                  f"output caps: text {self.output_filter.text_bytes:,} bytes, "
                  f"display {self.output_filter.rich_bytes:,} bytes per cell",
@@ -573,6 +576,14 @@ class SandboxKernel(IPythonKernel):
                 self.log.warning("backend shutdown failed", exc_info=True)
             self._backend = None
         return super().do_shutdown(restart)
+
+
+def _describe_layers(layers) -> str:
+    if not isinstance(layers, dict) or not layers:
+        return "none (cells run in the kernel's process; the Python gates are the only wall)"
+    active = ", ".join(layers.get("active") or []) or "none"
+    failed = ", ".join(str(f) for f in layers.get("failed") or []) or "none"
+    return f"active: {active}; failed: {failed}; degraded: {'yes' if layers.get('degraded') else 'no'}"
 
 
 def _silence_alarm() -> None:

@@ -68,6 +68,7 @@ def test_switching_isolation_says_state_is_lost(kernel):
 
 def test_status_reports_os_layers_and_worker_health(kernel):
     status = kernel.run("%sandbox_status")["output"]
-    layers = json.loads(re.search(r"os layers: (\{.*\})", status).group(1))
+    layers = json.loads(re.search(r"os layer details: (\{.*\})", status).group(1))
     assert "rlimits" in layers.get("active", [])
+    assert re.search(r"os layers: active: [^;]*rlimits", status)
     assert '"state": "ready"' in status
