@@ -20,7 +20,8 @@ from jupyter_client.manager import KernelManager
 
 from .install import DEFAULT_NAME
 
-_OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data", "clear_output")
+_OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data", "clear_output",
+                 "comm_open", "comm_msg", "comm_close")
 
 
 class SandboxTimeout(TimeoutError):

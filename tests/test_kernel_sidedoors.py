@@ -299,3 +299,13 @@ def test_denial_prints_one_readable_line(kernel):
     line = errors[0]["traceback"][0]
     assert "subprocess" in line and "data-science" in line and "line 1" in line
     assert iopub_types(result).count("error") == 1
+
+
+def test_the_sandbox_cannot_open_comms(kernel):
+    for code in ("import comm\ncomm.create_comm(target_name='jupyter.widget')",
+                 "import ipywidgets\nipywidgets.IntSlider()",
+                 "import ipykernel.comm"):
+        result = kernel.run(code)
+        assert result["status"] == "error", code
+        assert not [o for o in result["outputs"] if o["type"].startswith("comm")]
+    assert shell_request(kernel, "comm_info_request", {})["content"]["comms"] == {}
