@@ -134,9 +134,6 @@ def test_stdout_is_streamed_while_the_cell_runs(kernel):
     assert first_stream_at is not None and first_stream_at < 1.5, first_stream_at
 
 
-@pytest.mark.xfail(strict=True, reason="engine: OutputStreams holds text written just before a quiet "
-                                       "stretch (time.sleep, C work) until the next write; see "
-                                       "docs/notes-kernel-needs.md")
 def test_stdout_without_flush_is_streamed_while_the_cell_runs(kernel):
     kc = kernel.kc
     msg_id = kc.execute("import time\nprint('early')\ntime.sleep(2)\nprint('late')")
