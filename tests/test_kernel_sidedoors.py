@@ -180,7 +180,7 @@ def test_completion_never_runs_sandbox_code_nor_reveals_hidden_names(kernel, wor
         complete(kernel, code)
     assert not path.exists()
     assert not any(m.startswith("__") for m in complete(kernel, "")["matches"])
-    assert "_hidden_global" not in complete(kernel, "")["matches"] or True  # see privacy below
+    assert "_hidden_global" not in complete(kernel, "_hid")["matches"]
     assert not any(m.startswith("__st") or m.startswith("__") for m in complete(kernel, "_")["matches"])
 
 
@@ -193,7 +193,7 @@ def test_completion_hides_what_the_policy_denies_and_keeps_what_it_allows(kernel
     assert "zeros" in np_names and "ctypeslib" not in np_names
     assert "query" not in complete(kernel, "df.que")["matches"]
     assert not any(m.startswith("_") for m in complete(kernel, "np._")["matches"])
-    assert complete(kernel, "np.lib.")["matches"] == [] or "format" not in complete(kernel, "np.lib.")["matches"]
+    assert "format" not in complete(kernel, "np.lib.")["matches"]  # numpy.lib.format is denied
     assert "eval" not in complete(kernel, "pd.ev")["matches"]
     assert all(not m.startswith("__") for m in complete(kernel, "df.__")["matches"])
 
