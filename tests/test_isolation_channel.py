@@ -89,3 +89,13 @@ def test_host_modules_never_deserialise_code():
                                for m in mods), (name, mods)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id not in ("eval", "exec", "__import__", "compile"), (name, node.func.id)
+
+
+def test_chart_references_resolve_only_to_data_already_relayed():
+    from sandbox_kernel.isolation.process import _resolve_chart
+
+    sent = [None, {"data": [1]}]
+    assert _resolve_chart({"$event": 1}, sent) == {"data": [1]}
+    for bogus in ({"$event": 0}, {"$event": 7}, {"$event": -1}, {"$event": "1"}, {"$event": True}):
+        assert _resolve_chart(bogus, sent) is None
+    assert _resolve_chart({"data": [2]}, sent) == {"data": [2]}   # an inline chart passes as it is

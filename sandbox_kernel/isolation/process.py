@@ -35,6 +35,7 @@ DEFAULT_WARM = ("numpy", "pandas", "plotly", "plotly.graph_objects", "plotly.exp
 # tokens) reaches sandboxed code.
 ENV_PASS = ("PATH", "LANG", "LANGUAGE", "TZ", "PLOTLY_RENDERER", "OMP_NUM_THREADS",
             "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS", "SYSTEMROOT")
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 CELL_EVENTS = frozenset({"stream", "display", "result", "error", "denial", "done"})
 POLL = 0.25
 
@@ -363,6 +364,7 @@ class WorkerBackend:
         start_bytes = w.channel.received
         peak_rss = 0.0
         emit_error = None
+        sent_charts: list = []  # per relayed event: its Plotly data or None (for done.charts refs)
         while True:
             now = time.monotonic()
             if self._cancel_at is not None and now >= self._cancel_at + self.cancel_grace:
@@ -408,7 +410,12 @@ class WorkerBackend:
                 raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
                                  "stopped") from None
             if event["type"] == "done":
+                if isinstance(event.get("charts"), list):
+                    resolved = (_resolve_chart(c, sent_charts) for c in event["charts"])
+                    event["charts"] = [c for c in resolved if c is not None]
                 return event, emit_error
+            sent_charts.append(event["data"].get(PLOTLY_MIME) if event["type"] in ("display", "result")
+                               else None)
             if emit_error is None:
                 try:
                     emit(event)
@@ -634,6 +641,16 @@ class WorkerBackend:
                     w.proc.kill()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _resolve_chart(chart, sent: list):
+    """``{"$event": n}`` in done.charts means the Plotly data of the cell's n-th event (sent once)."""
+    if isinstance(chart, dict) and set(chart) == {"$event"}:
+        n = chart["$event"]
+        if type(n) is int and 0 <= n < len(sent) and sent[n] is not None:
+            return sent[n]
+        return None
+    return chart
 
 
 def _limits_dict(limits: Limits | None):

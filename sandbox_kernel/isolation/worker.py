@@ -25,6 +25,7 @@ import time
 from .channel import MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError
 
 PR_SET_PDEATHSIG = 1
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 # Leave room for the frame header and a note when an event must be cut.
 _EVENT_BUDGET = MAX_EVENT_BYTES - 64 * 1024
 
@@ -65,6 +66,8 @@ class Worker:
         self.engine = None
         self.running = False
         self.memory_mb = None
+        self._cell_events = 0
+        self._sent_charts: dict = {}
         self._policy_cache: tuple[str, object] | None = None
 
     # -- sending -------------------------------------------------------------------------------
@@ -193,9 +196,27 @@ class Worker:
         return err
 
     def _emit(self, event: dict) -> None:
-        if event.get("type") == "error":
+        kind = event.get("type")
+        if kind == "error":
             event = self._explain(event)
+        elif kind in ("display", "result") and isinstance(event.get("data"), dict):
+            chart = event["data"].get(PLOTLY_MIME)
+            if chart is not None:
+                self._sent_charts[id(chart)] = (self._cell_events, chart)
+        self._cell_events += 1
         self.send(event)
+
+    def _chart_refs(self, done: dict) -> None:
+        """A chart already sent in a display/result event of this cell travels once: ``done.charts``
+        refers to that event ({"$event": n}) and the host puts the same data back."""
+        charts = done.get("charts")
+        if not isinstance(charts, list):
+            return
+        refs = []
+        for chart in charts:
+            hit = self._sent_charts.get(id(chart))
+            refs.append({"$event": hit[0]} if hit is not None and hit[1] is chart else chart)
+        done["charts"] = refs
 
     def run_cell(self, req: dict) -> None:
         from ..policy import Limits
@@ -209,11 +230,16 @@ class Worker:
         else:
             rlimits.set_cell_cpu_budget(None)
         self.running = True
+        self._cell_events = 0
+        self._sent_charts = {}
         try:
             done = self.engine.run_cell(req["source"], emit=self._emit, policy=policy, limits=limits,
                                         execution_count=req.get("execution_count"))
             if isinstance(done, dict) and isinstance(done.get("error"), dict):
                 done["error"] = self._explain(done["error"])
+            if isinstance(done, dict):
+                done = dict(done)
+                self._chart_refs(done)
         except (ChannelClosed, BrokenPipeError):
             raise
         except BaseException as exc:  # noqa: B902 - an engine failure must still close the cell
@@ -225,6 +251,7 @@ class Worker:
             self.running = False
             _quiet_alarm()
         self.send(done)
+        self._sent_charts = {}
 
 
 def _quiet_alarm() -> None:
