@@ -16,7 +16,7 @@ class Listener:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
-        self.sock.settimeout(0.2)
+        self.sock.settimeout(0.05)
         self.port = self.sock.getsockname()[1]
         self.received: list[bytes] = []
         self._stop = threading.Event()
