@@ -214,6 +214,16 @@ class WorkerBackend:
                  engine: str | None = None, extra_sys_path=(), start: bool = True):
         if level not in ("process", "kernel"):
             raise ValueError(f"WorkerBackend runs levels 'process' and 'kernel', not {level!r}")
+        # Options may arrive as strings (traitlets Dict on a command line).
+        grace, cancel_grace, startup_timeout = float(grace), float(cancel_grace), float(startup_timeout)
+        degraded, spare = _flag(degraded), _flag(spare)
+        fsize_mb = int(fsize_mb) if fsize_mb is not None else None
+        nofile = int(nofile) if nofile is not None else None
+        max_event_bytes, max_cell_bytes = int(max_event_bytes), int(max_cell_bytes)
+        if isinstance(warm, str):
+            warm = [m.strip() for m in warm.split(",") if m.strip()]
+        if isinstance(extra_read, str):
+            extra_read = [extra_read]
         self.level = level
         self.policy = policy
         self.workdir = os.path.realpath(workdir or os.getcwd())
@@ -641,6 +651,16 @@ class WorkerBackend:
                     w.proc.kill()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        if value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"not a yes/no value: {value!r}")
+    return bool(value)
 
 
 def _resolve_chart(chart, sent: list):
