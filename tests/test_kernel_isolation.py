@@ -72,3 +72,20 @@ def test_status_reports_os_layers_and_worker_health(kernel):
     assert "rlimits" in layers.get("active", [])
     assert re.search(r"os layers: active: [^;]*rlimits", status)
     assert '"state": "ready"' in status
+
+
+def test_kernel_level_runs_confined_or_not_at_all(tmp_path):
+    """At `kernel` isolation a cell runs only when every OS layer took effect (fail closed)."""
+    client = start_client(cwd=str(tmp_path), options=["--SandboxKernel.isolation=kernel"])
+    try:
+        result = client.run("confined = 'yes'\nconfined")
+        status = client.run("%sandbox_status")["output"]
+        if result["status"] == "ok":
+            assert "failed: none; degraded: no" in status
+            assert result["isolation"] == "kernel"
+        else:
+            assert result["error"]["ename"] == "SandboxUnavailable"
+            assert client.run("confined")["status"] == "error"   # nothing ran
+        assert client.run("%sandbox_isolation process")["status"] == "error"   # below the ceiling
+    finally:
+        client.shutdown()
