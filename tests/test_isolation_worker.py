@@ -447,3 +447,21 @@ def test_a_failing_emit_callback_leaves_the_worker_in_step(real):
         b.run_cell("print('a')\n'first'", emit=broken)
     r = Run(b, "'second'")
     assert r.text() == "'second'" and pid(b) == before
+
+
+def test_worker_that_closes_its_channel_and_spins_is_stopped(rogue):
+    b = rogue["process"]
+    cell = ("import os, stat\n"
+            "for fd in range(3, 256):\n"
+            "    try:\n"
+            "        if stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+            "            os.close(fd)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "while True:\n"
+            "    pass")
+    t0 = time.monotonic()
+    r = Run(b, cell)
+    assert not r.ok and r.done["worker"]["lost"] and time.monotonic() - t0 < 6
+    assert "stopped by the kernel" in r.error["evalue"]
+    assert Run(b, "'back'").text() == "'back'"

@@ -191,6 +191,8 @@ class WorkerProcess:
             except ValueError:
                 name = f"signal {sig}"
             if sig == signal.SIGKILL:
+                if self.killed_by_host:
+                    return f"was stopped by the kernel ({self.killed_by_host})"
                 return "was killed by the operating system (SIGKILL)"
             return f"was ended by {name}"
         return f"exited with status {rc}"
