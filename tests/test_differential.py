@@ -103,7 +103,6 @@ CORPUS = {
                         return w * h
                     case _:
                         return None
-        Shape.__match_args__ = ('kind', 'dims')
         shapes = [Shape(Kind.CIRCLE, [1]), Shape(Kind.RECT, [2, 3]), Shape(Kind.RECT, [])]
         print([s.area() for s in shapes], shapes[0], Kind('r'), sorted(k.name for k in Kind))
         """,
