@@ -30,12 +30,14 @@ class SandboxTimeout(TimeoutError):
 
 class SandboxClient:
     def __init__(self, kernel_name: str = DEFAULT_NAME, *, options: list[str] | None = None,
-                 cwd: str | None = None, startup_timeout: float = 60):
+                 cwd: str | None = None, env: dict | None = None, startup_timeout: float = 60):
         """`options` are operator settings for the kernel's command line, e.g.
-        ``["--SandboxKernel.policy=strict"]``; `cwd` is the kernel's (and sandbox's) working directory."""
+        ``["--SandboxKernel.policy=strict"]``; `cwd` is the kernel's (and sandbox's) working directory;
+        `env` replaces the kernel's environment."""
         self.kernel_name = kernel_name
         self.options = list(options or [])
         self.cwd = cwd
+        self.env = env
         self.startup_timeout = startup_timeout
         self.km: KernelManager | None = None
         self.kc = None
@@ -47,6 +49,8 @@ class SandboxClient:
         kwargs = {"extra_arguments": self.options}
         if self.cwd:
             kwargs["cwd"] = self.cwd
+        if self.env is not None:
+            kwargs["env"] = self.env
         self.km.start_kernel(**kwargs)
         self._connect()
         return self

@@ -32,6 +32,7 @@ from .magics import (Control, MagicError, cell_policy, describe_limits, describe
                      isolation_rank, parse_cell, select_isolation, select_policy)
 from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, PLOTLY_MIME, OutputRejected, validate_plotly
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
+from .workdir import workdir_hazards
 
 _LIMIT_KEYS = ("ticks", "timeout", "memory_mb", "output_bytes")
 _HISTORY_KEPT = 10_000
@@ -99,12 +100,14 @@ class SandboxKernel(IPythonKernel):
         self._history: list[tuple[int, int, str, str | None]] = []  # (session, line, input, output)
         self._audit: deque = deque(maxlen=max(self.audit_size, 1))
         self._audit_pending: list[dict] = []
+        self._files_notice_shown = False
         self._running = threading.Event()
         self._backend = None
         self.output_filter = OutputFilter(
             list(self.mime_allowlist) + list(self.extra_mime_types), self.max_output_bytes,
             self.max_display_bytes)
         self._policies = load_policies(self.policies_dir or None)
+        self.files_off_reason = self._check_workdir()
         overrides = self._limit_overrides()
         ceiling_name = self.ceiling_policy or self.policy
         self.ceiling = self._named_policy(ceiling_name, overrides)
@@ -127,6 +130,20 @@ class SandboxKernel(IPythonKernel):
         for handlers in (self.shell_handlers, self.control_handlers):
             for msg_type in ("apply_request", "clear_request"):
                 handlers.pop(msg_type, None)
+
+    def _check_workdir(self) -> str | None:
+        """Files stay off when the working directory holds places the host trusts (see workdir.py)."""
+        hazards = workdir_hazards(self.workdir, {"the policies directory": self.policies_dir,
+                                                 "the audit log": self.audit_log})
+        if not hazards or not any(p.files for p in self._policies.values()):
+            return None
+        self._policies = {name: dataclasses.replace(p, files=False) for name, p in self._policies.items()}
+        reason = (f"file access is off in this kernel: its working directory contains {hazards[0]}"
+                  f"{f' (and {len(hazards) - 1} more)' if len(hazards) > 1 else ''}, where files written by "
+                  f"cells could run outside the sandbox. Open the notebook from a project folder, or an "
+                  f"operator sets --SandboxKernel.workdir to a dedicated directory.")
+        self.log.warning(reason)
+        return reason
 
     def _limit_overrides(self) -> dict:
         unknown = set(self.limits) - set(_LIMIT_KEYS)
@@ -263,6 +280,10 @@ class SandboxKernel(IPythonKernel):
             return {"status": "error", "execution_count": count, "user_expressions": {}, "payload": [],
                     **error}
 
+        if self.files_off_reason and not self._files_notice_shown and not silent:
+            self._files_notice_shown = True
+            self._publish("stream", {"name": "stderr", "text": f"note: {self.files_off_reason}\n"})
+
         parsed = parse_cell(code, policy.name)
         if parsed.refused:
             first = parsed.refused[0]
@@ -397,6 +418,8 @@ class SandboxKernel(IPythonKernel):
                     notes.append(self._worker_for(policy))
                 else:
                     notes.append(describe_policy(policy, ceiling=self.ceiling, isolation=self.current_isolation))
+                    if self.files_off_reason:
+                        notes.append(f"note: {self.files_off_reason}\n")
             elif control.name == "sandbox_isolation":
                 notes.append(self._isolation_magic(control))
             elif control.name == "sandbox_status":
@@ -451,6 +474,8 @@ class SandboxKernel(IPythonKernel):
                  f"denials so far: {len(self._audit)}"]
         if "error" in status:
             lines.append(f"backend: {status['error']}")
+        if self.files_off_reason:
+            lines.append(f"note: {self.files_off_reason}")
         return "\n".join(lines) + "\n"
 
     def _audit_text(self) -> str:

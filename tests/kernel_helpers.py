@@ -20,9 +20,9 @@ def require_kernelspec() -> None:
                     f"--sys-prefix` (scripts/test.sh does)")
 
 
-def start_client(options=None, cwd=None) -> SandboxClient:
+def start_client(options=None, cwd=None, env=None) -> SandboxClient:
     require_kernelspec()
-    return SandboxClient(KERNEL_NAME, options=options, cwd=cwd).start()
+    return SandboxClient(KERNEL_NAME, options=options, cwd=cwd, env=env).start()
 
 
 def shell_request(client: SandboxClient, msg_type: str, content: dict, *, channel: str = "shell",
