@@ -403,7 +403,7 @@ class WorkerBackend:
                 self.cancel()
                 continue
             except ChannelClosed:
-                w.wait_exit(3.0)
+                w.wait_exit(1.0)
                 if w.alive():
                     w.kill("closed its channel")
                 raise WorkerLost(*self._death(w, limits, peak_rss)) from None
@@ -505,7 +505,7 @@ class WorkerBackend:
                         raise WorkerLost("timeout", f"the sandbox worker did not answer '{op}' within "
                                          f"{timeout:g} s and was stopped") from None
                     except ChannelClosed:
-                        w.wait_exit(3.0)
+                        w.wait_exit(1.0)
                         raise WorkerLost(*self._death(w, self.policy.limits, 0.0)) from None
                     except ChannelError as exc:
                         w.kill("protocol")
