@@ -129,8 +129,20 @@ def thread_count() -> int:
 
 def python_read_paths() -> list[str]:
     """Directories and files Python (and its lazy imports) must read."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.executable)]
+    paths = [os.path.dirname(os.path.realpath(sys.executable)), os.path.realpath(sys.executable)]
+    # The prefixes' library trees (stdlib, site-packages, the shared libraries a conda or venv prefix
+    # carries) rather than the prefixes themselves: with a system Python the prefix is /usr.
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        paths += [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+        if os.path.realpath(prefix) not in ("/usr", "/usr/local", "/"):
+            paths.append(os.path.join(prefix, "share"))
+    try:
+        import sysconfig
+
+        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+            paths.append(sysconfig.get_path(key))
+    except (ImportError, KeyError):
+        pass
     for entry in sys.path:
         if entry and os.path.isabs(entry) and os.path.exists(entry):
             paths.append(entry)
