@@ -1,0 +1,94 @@
+"""Must-block, second round: the sandbox's own runtime objects and library frames reached through
+builtins that C code calls on the cell's behalf; output floods through rich display."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GET_GATE_FRAME = """\
+import itertools
+frames = list(itertools.islice(iter(locals, None), 1))   # list() runs inside the __st_sized__ gate
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: locals() called from C inside the __st_sized__ gate returns the gate "
+                                       "frame's locals: the Gates object itself; g.deny = noop, g.policy = ... "
+                                       "neuters every gate, confine._FS.set(None) lifts the audit hook -> os.system")
+def test_locals_from_gate_frame_cannot_neuter_the_gates(sandbox, outside):
+    marker = outside / "gates.txt"
+    sandbox.run(GET_GATE_FRAME +
+                "import dataclasses\n"
+                "g = frames[0]['self']\n"
+                "base = g.policy.modules[0]\n"
+                "extra = tuple(dataclasses.replace(base, name=n, allow=('*',), deny=()) for n in ('os', 'sandbox_kernel'))\n"
+                "g.policy = dataclasses.replace(g.policy, modules=g.policy.modules + extra, denied_modules=())\n"
+                "g.deny = lambda exc: None\n"
+                "import sandbox_kernel.confine as c\n"
+                "c._FS.set(None)\n"
+                "import os\n"
+                f"os.system('echo PWNED > {marker}')\n")
+    assert not marker.exists(), "os.system ran"
+
+
+def _runtime_objects(ns) -> list:
+    found = []
+    for k, v in ns.items():
+        if k == "__builtins__":
+            continue
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            if isinstance(item, dict):
+                for x in item.values():
+                    if type(x).__module__.startswith("sandbox_kernel"):
+                        found.append(x)
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: locals() returns the locals of whatever Python frame called the C "
+                                       "code that called it (gate frames, library frames), unchecked")
+@pytest.mark.parametrize("src", [
+    GET_GATE_FRAME,
+    "import heapq\nframes = [next(heapq.merge(iter(locals, None)))]\n",
+])
+def test_locals_only_describes_cell_frames(sandbox, src):
+    r = sandbox.run(src + "print(sorted(frames[0]))")
+    assert not _runtime_objects(sandbox.ns), r
+    keys = set(sandbox.ns.get("frames", [{}])[0])
+    assert not keys & {"self", "h_append", "iterables", "fn", "kwargs"}, r
+
+
+def test_locals_in_cell_functions_still_works(run):
+    r = run("def f(a, b=2):\n    c = a + b\n    return sorted(locals().items())\nprint(f(1))\n"
+            "class K:\n    x = 1\n    names = sorted(locals())\nprint(K.names)")
+    assert r.ok and r.stdout == "[('a', 1), ('b', 2), ('c', 3)]\n['__module__', '__qualname__', 'x']\n", r
+
+
+@pytest.mark.parametrize("src", [
+    "print.__self__", "getattr.__self__", "display.__self__", "locals.__closure__", "print.__globals__",
+    "getattr.__func__", "hasattr.__self__.policy",
+])
+def test_runtime_callables_do_not_expose_the_engine(run, src):
+    r = run(f"x = {src}")
+    assert not r.ok and r.denials, r
+
+
+# --- output floods through rich display ------------------------------------------------------------
+
+FLOODS = [
+    "class R:\n    def _repr_html_(self):\n        return 'x' * 5_000_000\ndisplay(R())",
+    "class R:\n    def _repr_html_(self):\n        return 'x' * 5_000_000\nR()",
+    "class R:\n    def _repr_mimebundle_(self, **k):\n        return {'text/plain': 'y' * 3_000_000}\nR()",
+    "for i in range(300):\n    display('z' * 10000)",
+    "class R:\n    def _repr_json_(self):\n        return {'k': 'j' * 2_000_000}\ndisplay(R())",
+]
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (flood): rich display data is not bounded by output_bytes in the "
+                                       "engine: 5 MB of _repr_html_ (or 300 display() calls) against 100 kB reach the event stream")
+@pytest.mark.parametrize("src", FLOODS)
+def test_display_output_is_capped(run, src):
+    cap = 100_000
+    r = run(src, output_bytes=cap)
+    size = sum(len(json.dumps(e)) for e in r.events if e["type"] in ("display", "result"))
+    assert size < 2 * cap, f"{size:,} bytes of display data for a {cap:,}-byte cell limit"
