@@ -92,3 +92,46 @@ def test_display_output_is_capped(run, src):
     r = run(src, output_bytes=cap)
     size = sum(len(json.dumps(e)) for e in r.events if e["type"] in ("display", "result"))
     assert size < 2 * cap, f"{size:,} bytes of display data for a {cap:,}-byte cell limit"
+
+
+# --- match class patterns on builtin classes ---------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: 'case object(builtins=b)' on a granted module binds the real "
+                                       "builtins module (builtin classes skip the pattern gate; the guard runs "
+                                       "after binding), then 'case object(eval=ev)' -> unrestricted eval -> os.system")
+def test_match_object_keyword_reads_module_attributes(sandbox, outside):
+    marker = outside / "match_object.txt"
+    sandbox.run("import pandas as pd\n"
+                "try:\n    match pd.core.common:\n        case object(builtins=b):\n            pass\n"
+                "except Exception:\n    pass\n"
+                "try:\n    match b:\n        case object(eval=ev):\n            pass\n"
+                "except Exception:\n    pass\n"
+                "ev(\"(__import__('sandbox_kernel.confine', fromlist=['_FS'])._FS.set(None), "
+                f"__import__('os').system('echo PWNED > {marker}'))\")\n")
+    assert not marker.exists(), "os.system ran"
+    assert "ev" not in sandbox.ns and "b" not in sandbox.ns
+
+
+_OBJ_BYPASS = pytest.mark.xfail(strict=True, reason="BYPASS: keyword patterns on builtin classes (object, int ...) "
+                                                     "read attributes raw; captures bind before the guard")
+
+
+@pytest.mark.parametrize("pattern,subject", [
+    pytest.param("object(os=m)", "pd.io.common", marks=_OBJ_BYPASS),
+    pytest.param("object(sys=m)", "pd.io.parsers.readers", marks=_OBJ_BYPASS),
+    pytest.param("object(inspect=m)", "pd.core.common", marks=_OBJ_BYPASS),
+    pytest.param("object(mro=m)", "ZeroDivisionError", marks=_OBJ_BYPASS),
+    ("type(mro=m)", "ZeroDivisionError"),
+    pytest.param("object(read_pickle=m)", "pd", marks=_OBJ_BYPASS),
+    pytest.param("object(eval=m)", "pd", marks=_OBJ_BYPASS),
+    pytest.param("object(query=m)", "pd.DataFrame", marks=_OBJ_BYPASS),
+    pytest.param("object(tofile=m)", "np.zeros(1)", marks=_OBJ_BYPASS),
+])
+def test_match_keyword_pattern_cannot_bind_what_attribute_access_refuses(sandbox, pattern, subject):
+    sandbox.run(f"import pandas as pd, numpy as np\ntry:\n    match {subject}:\n        case {pattern}:\n            pass\n"
+                "except Exception:\n    pass\n")
+    if pattern.endswith("(os=m)") or pattern.endswith("(sys=m)") or "inspect" in pattern:
+        import types
+        assert not isinstance(sandbox.ns.get("m"), types.ModuleType), pattern
+    else:
+        assert "m" not in sandbox.ns, f"{pattern} bound {sandbox.ns.get('m')!r}"
