@@ -377,7 +377,7 @@ def test_data_stack_smoke_under_kernel(real):
     r = Run(b, "import pandas as pd\n"
                "df = pd.DataFrame({'k': ['a', 'b', 'a', 'b'], 'c': ['x', 'x', 'y', 'y'], 'v': [1, 2, 3, 4]})\n"
                "p = df.pivot_table(index='k', columns='c', values='v', aggfunc='sum')\nint(p.loc['b', 'y'])")
-    assert r.ok and r.text() == "4", r.done
+    assert r.ok and r.text() == "4", (r.done["error"], b.status())
     r = Run(b, "import plotly.express as px\npx.bar(df, x='k', y='v', color='c')")
     assert r.ok and any("application/vnd.plotly.v1+json" in d for d in r.results()), r.done
     r = Run(b, "df.to_csv('data.csv', index=False)\nback = pd.read_csv('data.csv')\nint(back['v'].sum())")
