@@ -135,3 +135,76 @@ def test_match_keyword_pattern_cannot_bind_what_attribute_access_refuses(sandbox
         assert not isinstance(sandbox.ns.get("m"), types.ModuleType), pattern
     else:
         assert "m" not in sandbox.ns, f"{pattern} bound {sandbox.ns.get('m')!r}"
+
+
+# --- pandas' expression evaluator is an unsandboxed interpreter ------------------------------------------
+
+PANDAS_EVAL_RCE = """\
+import pandas as pd
+df = pd.DataFrame({{'a': [1, 2]}})
+def ev(expr):
+    try:
+        return {route}
+    except Exception as e:
+        return e
+ev("@inspect.sys.modules.get('sandbox_kernel.confine')._FS.set(None)")
+ev("@inspect.os.system('echo PWNED > {marker}')")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: pandas.core.apply.frame_apply(df, 'eval', ...) reaches DataFrame.eval; "
+                                       "'@inspect.os.system(...)' resolves in pandas' own globals -> os.system")
+@pytest.mark.parametrize("route", [
+    "pd.core.apply.frame_apply(df, 'eval', args=(), kwargs={'expr': expr, 'engine': 'python'}).apply()",
+])
+def test_pandas_eval_is_not_reachable(sandbox, outside, route):
+    marker = outside / "pdeval.txt"
+    sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
+    assert not marker.exists(), "os.system ran"
+
+
+@pytest.mark.parametrize("route", [
+    "df.eval(expr, engine='python')",
+    "df.query(expr, engine='python')",
+    "pd.eval(expr, engine='python')",
+    "df.apply('eval', expr=expr, engine='python')",
+    "df.agg('eval', expr=expr, engine='python')",
+    "df.transform('query', expr=expr)",
+    "df.pipe('eval', expr=expr)",
+    "getattr(df, 'eval')(expr, engine='python')",
+    "pd.core.frame.DataFrame.eval(df, expr, engine='python')",
+    "pd.core.computation.eval.eval(expr, engine='python')",
+    "df.groupby('a').apply('eval', expr=expr)",
+    "df.a.to_frame().eval(expr, engine='python')",
+])
+def test_pandas_eval_routes_are_refused(sandbox, outside, route):
+    marker = outside / "pdeval.txt"
+    r = sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
+    assert not marker.exists(), "os.system ran"
+    assert r.denials, r
+
+
+STATEFUL_STR = """\
+class S(str):
+    n = 0
+    def __eq__(self, o):
+        S.n += 1
+        return S.n > 2 and str.__eq__(self, o)
+    __hash__ = str.__hash__
+    def startswith(self, *a):
+        return False
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS: the string-dispatch guard compares a str subclass with custom "
+                                       "__eq__/startswith (answers False to the guard, True to pandas' getattr): "
+                                       "df.apply(S('eval')) -> DataFrame.eval -> os.system")
+def test_string_dispatch_guard_with_str_subclass(sandbox, outside):
+    marker = outside / "dispatch.txt"
+    sandbox.run(STATEFUL_STR)
+    sandbox.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\n"
+                "def ev(expr):\n    S.n = 0\n    try:\n        return df.apply(S('eval'), expr=expr, engine='python')\n"
+                "    except Exception as e:\n        return e\n"
+                "ev(\"@inspect.sys.modules.get('sandbox_kernel.confine')._FS.set(None)\")\n"
+                f"ev(\"@inspect.os.system('echo PWNED > {marker}')\")\n")
+    assert not marker.exists(), "os.system ran"
