@@ -101,6 +101,7 @@ class WorkerProcess:
         self.killed_by_host: str | None = None
         self.stderr_tail: collections.deque = collections.deque(maxlen=50)
         self.cells = 0
+        self.last_policy_sent = None
         threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True).start()
         try:
             self.channel.send(init, timeout=10)
@@ -248,6 +249,7 @@ class WorkerBackend:
         self._cancel_at: float | None = None
         self._closed = False
         self._next_id = 0
+        self._policy_cache: tuple | None = None
         self.restarts = 0
         self.last_loss: dict | None = None
         self.last_recovery_ms: float | None = None
@@ -338,9 +340,8 @@ class WorkerBackend:
             w = self._ensure_worker()
             if w is None:
                 return self._refused(emit, eff_policy, execution_count, started)
-            req = {"op": "run_cell", "source": source,
-                   "policy": policy.to_dict() if policy is not None else None,
-                   "limits": _limits_dict(limits), "execution_count": execution_count}
+            req = {"op": "run_cell", "source": source, "limits": _limits_dict(limits),
+                   "execution_count": execution_count, **self._policy_field(w, policy)}
             self._cancel_at = None
             self._running = w
             try:
@@ -363,6 +364,27 @@ class WorkerBackend:
             if emit_error is not None:
                 raise emit_error  # the caller's own callback failed; the worker is still in step
             return done
+
+    def _policy_dict(self, policy: Policy | None):
+        """policy.to_dict(), cached: it costs more than a whole round trip, and the kernel passes the
+        same (or an equal) policy with every cell. Policies are frozen, so equal means same dict."""
+        if policy is None:
+            return None
+        cached = self._policy_cache
+        if cached is not None and (cached[0] is policy or cached[0] == policy):
+            return cached[1]
+        data = policy.to_dict()
+        self._policy_cache = (policy, data)
+        return data
+
+    def _policy_field(self, w: WorkerProcess, policy: Policy | None) -> dict:
+        """The policy for a request: in full the first time, then "same as last time" (5 KB of JSON
+        each way per cell is most of a round trip)."""
+        data = self._policy_dict(policy)
+        if data is not None and data is w.last_policy_sent:
+            return {"policy_ref": "last"}
+        w.last_policy_sent = data
+        return {"policy": data}
 
     def _send(self, w: WorkerProcess, req: dict) -> None:
         try:
@@ -529,7 +551,7 @@ class WorkerBackend:
         eff = policy or self.policy
         timeout = (eff.limits.timeout or 60.0) + self.grace
         value, error = self._request("evaluate", {"expression": expression,
-                                                  "policy": policy.to_dict() if policy else None}, timeout)
+                                                  "policy": self._policy_dict(policy)}, timeout)
         if not isinstance(value, dict) or error:
             return {"status": "error", "ename": "SandboxWorkerLost" if error else "SandboxError",
                     "evalue": error or "no answer", "traceback": []}

@@ -68,6 +68,7 @@ class Worker:
         self.memory_mb = None
         self._cell_events = 0
         self._sent_charts: dict = {}
+        self._last_cell_policy = None
         self._policy_cache: tuple[str, object] | None = None
 
     # -- sending -------------------------------------------------------------------------------
@@ -222,7 +223,10 @@ class Worker:
         from ..policy import Limits
         from . import rlimits
 
-        policy = self._policy(req.get("policy"))
+        if req.get("policy_ref") == "last":
+            policy = self._last_cell_policy
+        else:
+            policy = self._last_cell_policy = self._policy(req.get("policy"))
         limits = Limits(**req["limits"]) if req.get("limits") else None
         effective = limits or (policy or self.engine.policy).limits
         if effective.timeout:
