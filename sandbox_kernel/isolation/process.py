@@ -252,6 +252,7 @@ class WorkerBackend:
         self._policy_cache: tuple | None = None
         self.restarts = 0
         self.last_loss: dict | None = None
+        self.last_loss_stderr: list[str] = []
         self.last_recovery_ms: float | None = None
         self.startup_error: str | None = None
         self._unsupported = None
@@ -475,8 +476,9 @@ class WorkerBackend:
     def _lost(self, w, lost: WorkerLost, emit, policy, execution_count, started) -> dict:
         self.restarts += 1
         message = f"{lost.message}; variables were lost. A fresh sandbox worker runs the next cell."
-        self.last_loss = {"reason": lost.reason, "message": message, "pid": w.pid, "time": time.time(),
-                          "stderr_tail": list(w.stderr_tail)[-5:]}
+        self.last_loss = {"reason": lost.reason, "message": message, "pid": w.pid, "time": time.time()}
+        # For the operator's log only (it names host paths): not part of status().
+        self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
         w.kill(lost.reason)
         self._replace_after_loss()
         err = {"ename": "SandboxWorkerLost", "evalue": message, "traceback": [f"SandboxWorkerLost: {message}"],

@@ -289,6 +289,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     _die_with_parent(args.die_with_parent)
     parent = os.getppid()
+    import faulthandler
+
+    faulthandler.enable()  # a crash leaves its C-level traceback in the host's diagnostics (stderr tail)
     # A Ctrl-C in the kernel's terminal must not reach us; the host signals us explicitly.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=args.fd)
