@@ -465,3 +465,16 @@ def test_worker_that_closes_its_channel_and_spins_is_stopped(rogue):
     assert not r.ok and r.done["worker"]["lost"] and time.monotonic() - t0 < 6
     assert "stopped by the kernel" in r.error["evalue"]
     assert Run(b, "'back'").text() == "'back'"
+
+
+def test_worker_lost_between_cells_is_reported_with_the_next_cell(real):
+    b = real["process"]
+    Run(b, "idle_state = 1")
+    os.kill(pid(b), 9)   # what the OOM killer does to an idle worker
+    time.sleep(0.2)
+    assert b.status()["worker"]["state"] == "lost"
+    r = Run(b, "idle_state")
+    assert not r.ok and r.error["ename"] == "NameError"
+    notice = "".join(e["text"] for e in r.events if e["type"] == "stream" and e["name"] == "stderr")
+    assert "while idle; variables were lost" in notice and "fresh worker" in notice
+    assert r.done["worker"]["state_lost"] is True

@@ -253,6 +253,7 @@ class WorkerBackend:
         self.restarts = 0
         self.last_loss: dict | None = None
         self.last_loss_stderr: list[str] = []
+        self._idle_loss: dict | None = None
         self.last_recovery_ms: float | None = None
         self.startup_error: str | None = None
         self._unsupported = None
@@ -293,6 +294,18 @@ class WorkerBackend:
         if w is not None and w.ready is None and w.fatal is None and w.alive():
             pass  # still starting: wait below
         else:
+            if w is not None and w.ready is not None and w.killed_by_host is None:
+                # It died between cells (the OOM killer, an operator's kill): say so with the next cell.
+                w.wait_exit(1.0)
+                reason, message = self._death(w, self.policy.limits, 0.0)
+                if reason == "memory":  # an idle worker allocates nothing: do not guess
+                    reason, message = "killed", "the sandbox worker was killed (SIGKILL)"
+                message = f"{message} while idle; variables were lost"
+                self.restarts += 1
+                self.last_loss = {"reason": reason, "message": message, "pid": w.pid, "time": time.time()}
+                self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
+                self._idle_loss = {"lost": True, "reason": reason, "state_lost": True, "message": message,
+                                   "when": "between cells"}
             if w is not None:
                 w.kill("replaced")
             w = self._take_spare() or self._spawn()
@@ -341,6 +354,10 @@ class WorkerBackend:
             w = self._ensure_worker()
             if w is None:
                 return self._refused(emit, eff_policy, execution_count, started)
+            idle_loss, self._idle_loss = self._idle_loss, None
+            if idle_loss is not None:
+                emit({"type": "stream", "name": "stderr",
+                      "text": f"[sandbox] {idle_loss['message']}. This cell runs in a fresh worker.\n"})
             req = {"op": "run_cell", "source": source, "limits": _limits_dict(limits),
                    "execution_count": execution_count, **self._policy_field(w, policy)}
             self._cancel_at = None
@@ -362,6 +379,8 @@ class WorkerBackend:
             finally:
                 self._running = None
                 self._cancel_at = None
+            if idle_loss is not None:
+                done = {**done, "worker": idle_loss}
             if emit_error is not None:
                 raise emit_error  # the caller's own callback failed; the worker is still in step
             return done
@@ -640,6 +659,7 @@ class WorkerBackend:
             "worker": {
                 "pid": w.pid if w is not None else None,
                 "state": ("ready" if w is not None and w.ready and w.alive() else
+                          "lost" if w is not None and w.ready else
                           "starting" if w is not None and w.fatal is None and w.alive() else "unavailable"),
                 "error": self.startup_error,
                 "cells": w.cells if w is not None else 0,
