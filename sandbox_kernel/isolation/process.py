@@ -440,6 +440,8 @@ class WorkerBackend:
                 rss = w.rss_mb()
                 if rss:
                     peak_rss = max(peak_rss, rss)
+                if self._cancel_at is not None:
+                    w.signal(signal.SIGINT)  # again: the first may have landed before the cell started
                 continue
             except KeyboardInterrupt:
                 self.cancel()
