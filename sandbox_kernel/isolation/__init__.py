@@ -19,6 +19,8 @@ class InProcessBackend:
     def __init__(self, policy: Policy, workdir: str | None = None):
         from ..engine import Engine
 
+        if workdir:
+            os.makedirs(workdir, exist_ok=True)  # as the worker levels do
         self.engine = Engine(policy, workdir=workdir)
 
     def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
