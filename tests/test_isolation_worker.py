@@ -480,3 +480,24 @@ def test_worker_lost_between_cells_is_reported_with_the_next_cell(real):
     notice = "".join(e["text"] for e in r.events if e["type"] == "stream" and e["name"] == "stderr")
     assert "while idle; variables were lost" in notice and "fresh worker" in notice
     assert r.done["worker"]["state_lost"] is True
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_worker_inherits_no_descriptor_but_its_channel(rogue, level):
+    """Nothing of the kernel (ZMQ sockets, the connection file, other workers' channels) leaks in."""
+    r = Run(rogue[level], "import os, stat\n"
+                          "kinds = {}\n"
+                          "for fd in os.listdir('/proc/self/fd'):\n"
+                          "    try:\n"
+                          "        st = os.fstat(int(fd))\n"
+                          "    except OSError:\n"
+                          "        continue\n"
+                          "    kinds[int(fd)] = 'sock' if stat.S_ISSOCK(st.st_mode) else os.readlink(f'/proc/self/fd/{fd}')\n"
+                          "sorted(kinds.items())")
+    assert r.ok, r.error
+    import ast
+
+    fds = dict(ast.literal_eval(r.text()))
+    sockets = [fd for fd, kind in fds.items() if kind == "sock"]
+    assert len(sockets) == 1, fds
+    assert fds[0] == "/dev/null" and fds[1] == "/dev/null" and fds[2].startswith("pipe:"), fds
