@@ -13,6 +13,7 @@ import sys
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
 from .gates import SandboxType, is_sandbox_class, runtime_callable
+from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (
     "abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod enumerate "
@@ -75,8 +76,13 @@ def make_builtins(engine) -> dict:
         _b.print(*args, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
 
     def sandbox_locals():
-        """locals() as a copy without the runtime's names (never the live module namespace)."""
+        """locals() as a copy without the runtime's names (never the live module namespace), and only
+        of the cell's own code: C code that calls locals (iter(locals, None) consumed by a gate or a
+        library) would otherwise hand out the locals of whatever Python frame called it."""
         frame = sys._getframe(1)
+        if not frame.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+            gates.deny(BuiltinDenied("locals() called from outside the cell's code",
+                                     "locals() describes the cell's own functions only"))
         return {k: v for k, v in frame.f_locals.items()
                 if not (isinstance(k, str) and (k.startswith("__st_") or k == "__builtins__"))}
 
@@ -124,6 +130,7 @@ def make_builtins(engine) -> dict:
         "__st_importfrom__": gates.importfrom,
         "__st_importstar__": gates.importstar,
         "__st_matched__": gates.matched,
+        "__st_matchclass__": gates.matchclass,
         "__st_format__": gates.format,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })

@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 
-from .denials import FileDenied, NetworkDenied
+from .denials import FileDenied, NetworkDenied, OperationDenied
 
 _FS: contextvars.ContextVar = contextvars.ContextVar("sandbox_fs", default=None)
 _NET_DENIED: contextvars.ContextVar = contextvars.ContextVar("sandbox_net_denied", default=False)
@@ -69,6 +69,27 @@ class ConfinedFiles:
         full = _installation_path(path) if isinstance(path, (str, bytes, os.PathLike)) else None
         return full if full is not None else self.resolve(path)
 
+    def check_path(self, path, writes: bool) -> None:
+        """The audit hook's check of a path some code is about to open (relative to the process's
+        working directory, as the OS will see it)."""
+        raw = os.fsdecode(os.fspath(path))
+        full = os.path.realpath(raw)
+        if full == self.root or full.startswith(self.root + os.sep):
+            if writes:
+                self._check_hidden(full, raw if not os.path.isabs(raw) else os.path.relpath(full, self.root))
+            return
+        if not writes and _installation_path(full) is not None:
+            return
+        if writes and _installation_path(full) is not None and full.endswith((".pyc", ".pyc.tmp")) or \
+                writes and "__pycache__" in full and _installation_path(full) is not None:
+            raise PermissionError("bytecode caches are not written from the sandbox")
+        self._deny(FileDenied(raw if not os.path.isabs(raw) else "an absolute path",
+                              "paths must stay inside the sandbox working directory"))
+
+    def refuse_operation(self, event: str) -> None:
+        self._deny(OperationDenied(event, "the sandbox does not start processes, load native code, "
+                                          "unpickle or change the process"))
+
     def resolve(self, path) -> str:
         if isinstance(path, int) or isinstance(path, bool):
             self._deny(FileDenied(f"file descriptor {path}", "only paths inside the working directory can be opened"))
@@ -87,10 +108,23 @@ class ConfinedFiles:
                                   hint="use a relative path such as 'data.csv'"))
         return full
 
+    def _check_hidden(self, full: str, shown: str) -> None:
+        """Writes never go through a hidden segment (.ipython, .jupyter, .ssh, .bashrc, .git) or a
+        bytecode cache, wherever the working directory is: those are read by programs outside the
+        sandbox later (IPython startup files, shell profiles)."""
+        rel = os.path.relpath(full, self.root)
+        if any(part.startswith(".") and part not in (".", "..") or part == "__pycache__"
+               for part in rel.split(os.sep)):
+            self._deny(FileDenied(shown, "hidden files and folders cannot be written from the sandbox",
+                                  hint="use a name that does not start with '.'"))
+
     def open(self, file, mode="r", *args, **kwargs):
         if kwargs.get("opener") is not None:
             self._deny(FileDenied("a custom opener", "custom openers are not allowed"))
-        return _ORIGINAL_OPEN(self.resolve(file), mode, *args, **kwargs)
+        full = self.resolve(file)
+        if isinstance(mode, str) and any(c in mode for c in "wax+"):
+            self._check_hidden(full, os.fsdecode(os.fspath(file)) if not isinstance(file, int) else "?")
+        return _ORIGINAL_OPEN(full, mode, *args, **kwargs)
 
 
 def _installation_path(path) -> str | None:
@@ -128,6 +162,15 @@ class NoFiles:
     def library_resolve_read(self, path) -> str:
         full = _installation_path(path) if isinstance(path, (str, bytes, os.PathLike)) else None
         return full if full is not None else self.resolve(path)
+
+    def check_path(self, path, writes: bool) -> None:
+        if not writes and _installation_path(os.path.realpath(os.fsdecode(os.fspath(path)))) is not None:
+            return
+        self.resolve(path)
+
+    def refuse_operation(self, event: str) -> None:
+        self._deny(OperationDenied(event, "the sandbox does not start processes, load native code, "
+                                          "unpickle or change the process"))
 
 
 # -- process-wide entry points, dispatching on the cell's context --------------------------------
@@ -198,13 +241,129 @@ def _raise_net(address):
     raise exc
 
 
+def _replace_open_aliases() -> None:
+    """Modules imported before install() may hold their own reference to the original open
+    (bz2._builtin_open, tarfile.bltn_open, lzma._builtin_open): replace every such alias."""
+    for name, module in list(sys.modules.items()):
+        if module is None or name in ("_io", __name__):
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attr, value in list(namespace.items()):
+            if value is _ORIGINAL_OPEN:
+                namespace[attr] = _guarded_open
+
+
+_ARRAY_INTERFACE_NAMES = frozenset({"__array_interface__", "__array_struct__"})
+
+
+def _guard_enum_namespace() -> None:
+    """Enum's functional API (Enum('E', {...})) puts the cell's keys into a class namespace; an
+    __array_interface__ there would let numpy read and write any address."""
+    import enum
+
+    enum_dict = getattr(enum, "EnumDict", None) or getattr(enum, "_EnumDict")
+    original = enum_dict.__setitem__
+
+    def __setitem__(self, key, value):
+        if key in _ARRAY_INTERFACE_NAMES and _FS.get() is not None:
+            raise TypeError(f"{key} cannot be defined in the sandbox")
+        return original(self, key, value)
+    enum_dict.__setitem__ = __setitem__
+
+
+# -- the backstop: an audit hook (PEP 578) ----------------------------------------------------
+#
+# The patches above translate paths for libraries; they cannot catch a library that kept its own
+# reference to the original open (numpy's DataSource holds io.open in a dict) or opens from C through
+# Python's io. CPython raises an audit event for every such operation, wherever it comes from, and
+# a hook that raises aborts it. The hook is permanent once added and costs a ContextVar read per event
+# outside cells.
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_PATH_EVENTS = {   # event -> indexes of path arguments, and whether the operation writes
+    "os.remove": ((0,), True), "os.rename": ((0, 1), True), "os.mkdir": ((0,), True),
+    "os.rmdir": ((0,), True), "os.chmod": ((0,), True), "os.chown": ((0,), True),
+    "os.link": ((0, 1), True), "os.symlink": ((0, 1), True), "os.truncate": ((0,), True),
+    "os.utime": ((0,), True), "os.listdir": ((0,), False), "os.scandir": ((0,), False),
+    "shutil.copyfile": ((0, 1), True), "shutil.rmtree": ((0,), True), "shutil.move": ((0, 1), True),
+    "os.chdir": ((0,), True), "os.chroot": ((0,), True), "os.mkfifo": ((0,), True),
+    "os.mknod": ((0,), True), "os.setxattr": ((0,), True), "os.removexattr": ((0,), True),
+}
+_PROCESS_EVENTS = frozenset({
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen",
+    "os.kill", "os.killpg", "pty.spawn", "os.startfile", "webbrowser.open",
+    # (ctypes events are not here: granted libraries load ctypes when imported, and cells cannot
+    # reach ctypes at all; a library that misuses it is what the worker level's OS layers are for)
+    "code.__new__", "function.__new__", "sys.addaudithook", "sys._current_frames", "sys.settrace",
+    "sys.setprofile", "cpython.remote_debugger_script", "os.setuid", "os.setgid", "mmap.__new__",
+    "sqlite3.connect", "sqlite3.enable_load_extension", "sqlite3.load_extension",
+    "pickle.find_class", "winreg.OpenKey", "resource.setrlimit", "resource.prlimit",
+    "signal.pthread_kill", "sys.remote_exec",
+})
+_NETWORK_EVENTS = frozenset({
+    "socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+    "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",
+    "socket.getnameinfo", "http.client.connect", "http.client.send", "urllib.Request", "ftplib.connect",
+    "smtplib.connect", "imaplib.open", "poplib.connect", "nntplib.connect", "telnetlib.Telnet.open",
+})
+
+
+def _on_import_path(path) -> bool:
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return False
+    full = os.path.realpath(os.fsdecode(os.fspath(path)))
+    return any(entry and os.path.realpath(entry) == full for entry in sys.path)
+
+
+def _audit(event, args):
+    fs = _FS.get()
+    if fs is None:
+        return
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None, 0))[:3]
+        if isinstance(path, int) or path is None:
+            return   # an already open descriptor (os.fdopen): opening it was checked
+        writes = bool((flags or 0) & _WRITE_FLAGS) or (isinstance(mode, str) and any(c in mode for c in "wax+"))
+        fs.check_path(path, writes)
+        return
+    spec = _PATH_EVENTS.get(event)
+    if spec is not None:
+        indexes, writes = spec
+        if not writes and args and _on_import_path(args[0]):
+            return   # the import system lists sys.path entries to find a module
+        for i in indexes:
+            if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)):
+                fs.check_path(args[i], writes)
+        return
+    if event == "urllib.Request" and args and isinstance(args[0], str) and args[0][:5].lower() == "file:":
+        from urllib.parse import unquote, urlsplit
+
+        fs.check_path(unquote(urlsplit(args[0]).path) or "/", False)
+        return
+    if event in _PROCESS_EVENTS:
+        fs.refuse_operation(event)
+    elif event in _NETWORK_EVENTS and _NET_DENIED.get():
+        address = args[1] if event in ("socket.connect", "socket.sendto", "socket.bind") and len(args) > 1 \
+            else (args[0] if args and event != "socket.__new__" else None)
+        if event == "socket.__new__":
+            family = args[1] if len(args) > 1 else None
+            if family == getattr(socket, "AF_UNIX", -1):
+                return
+        _raise_net(address if isinstance(address, (tuple, str)) else None)
+
+
 def install() -> None:
     """Patch the process-wide entry points once. Outside a cell they behave exactly as before."""
     global _installed
     if _installed:
         return
+    sys.addaudithook(_audit)
     builtins.open = _guarded_open
     io.open = _guarded_open
+    _replace_open_aliases()
+    _guard_enum_namespace()
     for name in _ORIGINAL_OS:
         setattr(os, name, _guard_os(name))
     for name in _ORIGINAL_SOCKET:

@@ -112,6 +112,16 @@ class NetworkDenied(SandboxViolation, PermissionError):
         return f"network access to {self.target} is not allowed"
 
 
+class OperationDenied(SandboxViolation, PermissionError):
+    """An operation of the process itself (start a process, load native code, unpickle), refused
+    whoever asks for it while a cell runs: the cell or a library it called."""
+
+    kind = "process"
+
+    def describe(self) -> str:
+        return f"the operation '{self.target}' is not allowed"
+
+
 class SizeDenied(SandboxViolation, MemoryError):
     """An operation whose result would be too large is refused before it starts."""
 

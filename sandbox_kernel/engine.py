@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins as _host_builtins
+import json
 import inspect as _inspect
 import keyword
 import os
@@ -58,6 +59,7 @@ class Engine:
         self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
                            namespace=self.namespace, display=self._display)
         self._streams: OutputStreams | None = None
+        self._limits: Limits = self.policy.limits
         self._emit: Emit = lambda e: None
         self._cell_denials: list = []
         self._charts: list = []
@@ -79,6 +81,8 @@ class Engine:
         self._use_policy(policy)
         self._cell_denials = []
         self._charts = []
+        self._rich_bytes = 0
+        self._limits = limits
         streams = self._streams = OutputStreams(emit, limits.output_bytes)
         self._emit = streams.emit_event
         started = time.monotonic()
@@ -111,6 +115,9 @@ class Engine:
                 self._seed002_result(result_before, limits)
             except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
                 error = exc
+                if isinstance(exc, StopIteration) and self.budget.chain_lost():
+                    error = RecursionError("maximum recursion depth exceeded")
+                    error.__traceback__ = exc.__traceback__
         finally:
             tripped = self.budget.stop()
             sys.stdout, sys.stderr = saved_streams
@@ -144,6 +151,13 @@ class Engine:
 
     def _bundle(self, value, limits: Limits) -> dict:
         data = render.bundle(value, self.gates, cap=limits.output_bytes)
+        size = len(json.dumps(data))
+        self._rich_bytes += size
+        if self._rich_bytes > limits.output_bytes:
+            if self._streams is not None:
+                self._streams.truncated = True
+            return {"text/plain": f"[display of {size:,} bytes not shown: the cell's output is capped at "
+                                  f"{limits.output_bytes:,} bytes]"}
         chart = data.get(render.PLOTLY_MIME)
         if chart is not None:
             self._charts.append(chart)
@@ -151,7 +165,7 @@ class Engine:
 
     def _display(self, *objs, **kwargs):
         """The sandbox's ``display()``; also what ``fig.show()`` calls."""
-        limits = self.gates.policy.limits
+        limits = self._limits
         for obj in objs:
             self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
 

@@ -58,7 +58,7 @@ __index__ __round__ __trunc__ __floor__ __ceil__ __abs__ __neg__ __pos__ __inver
 __iadd__ __sub__ __rsub__ __isub__ __truediv__ __rtruediv__ __itruediv__ __floordiv__ __rfloordiv__
 __ifloordiv__ __mod__ __rmod__ __imod__ __divmod__ __rdivmod__ __and__ __rand__ __iand__ __or__
 __ror__ __ior__ __xor__ __rxor__ __ixor__ __rshift__ __rrshift__ __irshift__ __matmul__ __rmatmul__
-__imatmul__ __copy__ __deepcopy__ __sizeof__ __fspath__ __array__ __array_interface__
+__imatmul__ __copy__ __deepcopy__ __sizeof__ __fspath__ __array__
 __class_getitem__ __orig_bases__ __parameters__ __args__ __origin__ __total__ __required_keys__
 __optional_keys__ __fields__ __set_name__ __init_subclass__
 """.split())
@@ -105,7 +105,7 @@ _STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collecti
 _WRITE_NEVER = frozenset({"__class__", "__bases__", "__dict__", "__mro__", "__base__", "__subclasses__",
                           "__builtins__", "__globals__", "__code__", "__closure__", "__defaults__",
                           "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
-                          "__match_args__"}) | FRAME_ATTRIBUTES
+                          "__match_args__", "__array_interface__", "__array_struct__"}) | FRAME_ATTRIBUTES
 _WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__wrapped__",
                                         "__annotations__"})
 
@@ -184,7 +184,7 @@ class _SandboxTypeMeta(type):
     def __call__(cls, *args, **kwargs):
         if len(args) == 1 and not kwargs:
             result = type(args[0])
-            return SandboxType if issubclass(result, type) and result not in ALLOWED_METACLASSES else result
+            return SandboxType if issubclass(result, type) else result
         raise BuiltinDenied("type() with three arguments", "classes are made with the class statement")
 
     def __repr__(cls):
@@ -269,6 +269,7 @@ class Gates:
         self.policy = policy
         self._cache: dict = {}
         self._class_cache: dict = {}
+        self._match_stand_ins: dict = {}
         self._module_cache: dict = {}
         self._safe_functions: set = set()
         self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
@@ -428,13 +429,24 @@ class Gates:
 
             def gated_read(attr):
                 a = _normalise(attr)
-                if a.startswith("_") and not self._private_readable(target, False, a) or a in _NAMES_READ_NEVER:
+                if a.startswith("_") and not self._private_readable(target, False, a) or a in _NAMES_READ_NEVER \
+                        or self._pair_denied(target, a):
                     self.deny(AttributeDenied(f"'{a}'", "private and dunder attributes are hidden"))
+                subst = self._substitute(target, type(target), False, a)
+                if subst is not None:
+                    return subst(target)
                 return self._check_value(bound(attr), target, a)
             return lambda _obj: runtime_callable(gated_read)
         if n.startswith("_") and not (n in SAFE_DUNDERS or n in PUBLIC_PRIVATE_NAMES or
                                       (self_class is not None and self._private_on_sandbox_class(self_class, n))):
             self.deny(AttributeDenied(f"'{n}' of super()", "private and dunder attributes are hidden"))
+        target = obj.__self__
+        if self._pair_denied(target, n):
+            self.deny(AttributeDenied(f"'{n}' of super()", "this method is disabled by the policy"))
+        # super(S, s).format must be the gated format, as s.format is
+        subst = self._substitute(target, type(target), _is_class(target), n)
+        if subst is not None:
+            return lambda _obj: subst(target)
         return _ALLOW
 
     def _substitute(self, obj, t, is_class, n):
@@ -452,6 +464,8 @@ class Gates:
         if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and not is_class and isinstance(obj, (str, bytes, bytearray)):
             padded = self.padded
             return lambda o: runtime_callable(functools.partial(padded, getattr(o, n)))
+        if n in _STRING_DISPATCH and not is_class and _origin(t) == "pandas":
+            return lambda o: _string_dispatch_guard(getattr(o, n), o, self)
         if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
             display = self.display
             return lambda fig: runtime_callable(lambda *a, **k: display(fig))
@@ -476,9 +490,12 @@ class Gates:
         if guard is not None:
             return guard(value, self)
         if issubclass(t, type):
-            if issubclass(value, type) and value not in ALLOWED_METACLASSES:
+            if issubclass(value, type):
+                # Every metaclass (type, ABCMeta, EnumMeta) called with three arguments builds a class
+                # from a dict the cell chose; cells get the one-argument type instead. Subclass
+                # abc.ABC or enum.Enum to use them.
                 return SandboxType
-            if _origin(value) in FORBIDDEN_ORIGINS:
+            if _origin(value) in FORBIDDEN_ORIGINS and not _is_denial_class(value):
                 self.deny(AttributeDenied(f"'{name}'", f"classes from '{value.__module__}' are not available"))
             return value
         if t is FunctionType or t is BuiltinFunctionType or t is functools.partial:
@@ -765,6 +782,46 @@ class Gates:
                 self._check_value(v, None, "a value bound by a class pattern")
         return True
 
+    def matchclass(self, cls, keyword_names):
+        """``case C(x, k=y)``: a stand-in for C whose isinstance check reads every attribute the
+        pattern will read (C.__match_args__ and the keywords) through the attribute gate first."""
+        if not _is_class(cls):
+            raise TypeError("called match pattern must be a class")
+        if type(cls) is type and cls.__module__ == "builtins" and not keyword_names:
+            return cls   # int(x), str(x): builtins match the subject itself and read no attribute
+        try:
+            return self._match_stand_ins[(cls, keyword_names)]
+        except (KeyError, TypeError):
+            pass
+        match_args = getattr(cls, "__match_args__", ())
+        if type(match_args) is not tuple or any(type(a) is not str for a in match_args):
+            raise TypeError(f"{_type_name(cls)}.__match_args__ must be a tuple of str")
+        for attr in match_args + keyword_names:
+            a = _normalise(attr)
+            if a.startswith("_") or a in _NAMES_READ_NEVER:
+                self.deny(AttributeDenied(f"'{a}' in a class pattern", "patterns may match public attributes only"))
+        names = match_args + keyword_names
+        gates = self
+
+        class _PatternMeta(type):
+            def __instancecheck__(stand_in, subject):
+                if not isinstance(subject, cls):
+                    return False
+                for attr in names:
+                    try:
+                        gates.getattr(subject, attr)
+                    except SandboxViolation:
+                        raise
+                    except AttributeError:
+                        return False
+                return True
+
+        stand_in = _PatternMeta(getattr(cls, "__name__", "pattern"), (), {"__match_args__": match_args})
+        if len(self._match_stand_ins) > 10_000:
+            self._match_stand_ins.clear()
+        self._match_stand_ins[(cls, keyword_names)] = stand_in
+        return stand_in
+
     def build_class(self, func, name, *bases, **kwargs):
         """The class statement: bases and metaclass are checked, the class is recorded as the sandbox's."""
         for b in bases:
@@ -782,6 +839,11 @@ class Gates:
         return cls
 
 
+def _is_denial_class(cls) -> bool:
+    """A cell that caught a refusal may name its class (type(e).__name__): exception classes only."""
+    return cls.__module__ == "sandbox_kernel.denials" and issubclass(cls, BaseException)
+
+
 def _as_str(s):
     if not isinstance(s, str):
         raise TypeError("descriptor 'format' requires a 'str' object")
@@ -793,6 +855,40 @@ def _is_plotly_figure(t) -> bool:
         if k.__name__ == "BaseFigure" and k.__module__ == "plotly.basedatatypes":
             return True
     return False
+
+
+# pandas methods that accept a method *name* and look it up with getattr inside pandas.
+_STRING_DISPATCH = frozenset({"apply", "agg", "aggregate", "transform", "map", "applymap", "pipe"})
+
+
+def _string_dispatch_guard(method, obj, gates):
+    """df.apply("eval", ...) would reach a method the policy denies (or a private one) through
+    pandas' own getattr; names passed as strings are checked as if the cell had written obj.name."""
+    def names(arg):
+        if isinstance(arg, str):
+            yield str.__str__(arg)   # the characters pandas' getattr will use, whatever a subclass claims
+        elif isinstance(arg, (list, tuple)):
+            for a in arg:
+                yield from names(a)
+        elif isinstance(arg, dict):
+            for a in arg.values():
+                yield from names(a)
+
+    def guarded(*args, **kwargs):
+        candidates = list(args[:1]) + [kwargs.get(k) for k in ("func", "arg") if k in kwargs]
+        for candidate in candidates:
+            for name in names(candidate):
+                if name.startswith("_") or gates._pair_denied(obj, name) or name in _DISPATCH_NEVER:
+                    gates.deny(CallDenied(f"{method.__name__}({name!r})",
+                                          "this method is not allowed, by name or otherwise"))
+        return method(*args, **kwargs)
+    guarded.__name__ = getattr(method, "__name__", "apply")
+    guarded.__doc__ = getattr(method, "__doc__", None)
+    return runtime_callable(guarded)
+
+
+_DISPATCH_NEVER = frozenset({"eval", "query", "to_pickle", "to_clipboard", "to_hdf", "to_sql", "to_parquet",
+                             "to_feather", "to_orc"})
 
 
 def _no_auto_open(method):
@@ -900,9 +996,27 @@ _CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard
 _KEEP: list = []
 
 
+def _guard_plotly_show(fn, gates):
+    def show(fig, *args, **kwargs):
+        if gates.display is None:
+            gates.deny(CallDenied("plotly.io.show", "there is no display here"))
+        gates.display(fig)
+    return runtime_callable(show)
+
+
+def _guard_auto_open(fn, gates):
+    return _no_auto_open(fn)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
     np = sys.modules.get("numpy")
     if np is not None and id(np.load) not in _CALL_GUARDS:
         _CALL_GUARDS[id(np.load)] = _guard_numpy_load
         _KEEP.append(np.load)
+    pio = sys.modules.get("plotly.io")
+    if pio is not None and id(pio.show) not in _CALL_GUARDS:
+        _CALL_GUARDS[id(pio.show)] = _guard_plotly_show
+        _CALL_GUARDS[id(pio.write_html)] = _guard_auto_open
+        _CALL_GUARDS[id(pio.to_html)] = _guard_auto_open
+        _KEEP.extend((pio.show, pio.write_html, pio.to_html))

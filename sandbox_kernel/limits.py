@@ -17,7 +17,6 @@ obviously huge results are refused before they are built (gates.py). Worker leve
 """
 from __future__ import annotations
 
-import _io
 import itertools
 import operator
 import os
@@ -32,11 +31,22 @@ ALARM_INTERVAL = 0.05
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
+def _open_statm() -> int | None:
+    try:
+        return os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
+_STATM = _open_statm()   # opened once, outside any cell: reading it raises no audit event
+
+
 def resident_bytes() -> int:
     """Current resident set size of this process (0 where /proc is missing)."""
+    if _STATM is None:
+        return 0
     try:
-        with _io.open("/proc/self/statm", "rb") as fh:  # _io: never the confined open
-            return int(fh.read().split()[1]) * _PAGE
+        return int(os.pread(_STATM, 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -69,14 +79,14 @@ class Budget:
         self._chunk = min(CHUNK, ticks) if ticks else CHUNK
         self._current = None
         self.running = True
-        self._install(itertools.chain.from_iterable(self._refills()).__next__)
+        self._install_chain()
         self._arm_alarm()
 
     def stop(self) -> LimitExceeded | None:
         """Disarm and return the limit that tripped during the cell, if any."""
-        self._disarm_alarm()
         self._ticks_final = self.ticks_used()
-        self.running = False
+        self.running = False        # first: an alarm that fires from here on does nothing
+        self._disarm_alarm()
         self._idle()
         return self.tripped
 
@@ -89,12 +99,36 @@ class Budget:
 
     # -- accounting ------------------------------------------------------------------------------
 
-    def _refills(self):
-        while True:
-            self._current = itertools.repeat(None, self._chunk)
-            yield self._current
+    def _install_chain(self):
+        """A chain over refills; map() (not a generator) so that an exception in one refill does not
+        finish the source. chain itself drops its source after any error, so _refill installs a new
+        chain before letting an exception through."""
+        self._install(itertools.chain.from_iterable(map(self._refill, itertools.repeat(None))).__next__)
+
+    def _refill(self, _):
+        if self._current is not None:
             self._full_chunks += 1
-            self.check()
+            self._current = None
+            try:
+                self.check()
+            except BaseException:
+                if self.tripped is None and self.running:
+                    self._install_chain()   # e.g. RecursionError at a chunk boundary: keep counting
+                raise
+        self._current = itertools.repeat(None, self._chunk)
+        return self._current
+
+    def chain_lost(self) -> bool:
+        """True when a RecursionError hit the moment the chain called _refill: chain then drops its
+        source, and every later tick raises StopIteration. No loop or call can proceed in that state
+        (each starts with a tick), so nothing runs unchecked; the engine reports the RecursionError."""
+        try:
+            self._builtins["__st_tick__"]()
+        except StopIteration:
+            return True
+        except BaseException:
+            return False
+        return False
 
     def ticks_used(self) -> int:
         if not self.running:

@@ -122,9 +122,12 @@ class Policy:
                 why.append(f"module {rule.name}")
             elif set(rule.allow) - set(crule.allow) or set(crule.deny) - set(rule.deny):
                 why.append(f"attributes of module {rule.name}")
-        if set(ceiling.denied_modules) - set(self.denied_modules):
+        # A denial only matters for modules this policy grants: strict need not repeat the rules
+        # data-science has for pandas, which strict does not grant at all.
+        if any(self.module_allowed(m) for m in set(ceiling.denied_modules) - set(self.denied_modules)):
             why.append("denied modules")
-        if set(ceiling.object_deny) - set(self.object_deny):
+        if any(self.module_allowed(rule.rsplit(".", 1)[0].split(".")[0])
+               for rule in set(ceiling.object_deny) - set(self.object_deny)):
             why.append("object rules")
         if not self.limits.within(ceiling.limits):
             why.append("limits")
@@ -199,7 +202,8 @@ _STRICT_MODULES = (
     ModuleRule("zoneinfo", allow=("ZoneInfo",)),
     ModuleRule("collections"),
     ModuleRule("itertools"),
-    ModuleRule("functools"),
+    # singledispatch's register() evaluates string annotations with eval() (unrewritten code).
+    ModuleRule("functools", deny=("singledispatch", "singledispatchmethod")),
     # attrgetter/methodcaller read attributes past the gate; mul/pow/lshift past the size checks.
     ModuleRule("operator", deny=("attrgetter", "methodcaller", "mul", "imul", "pow", "ipow", "lshift",
                                  "ilshift", "__*")),
@@ -210,8 +214,10 @@ _STRICT_MODULES = (
     ModuleRule("decimal"),
     ModuleRule("fractions"),
     ModuleRule("numbers"),
-    ModuleRule("dataclasses"),
-    ModuleRule("typing"),
+    # make_dataclass builds a class from a namespace dict the cell chose.
+    ModuleRule("dataclasses", deny=("make_dataclass",)),
+    # get_type_hints / ForwardRef evaluate annotation strings with eval() (unrewritten code).
+    ModuleRule("typing", deny=("get_type_hints", "ForwardRef", "evaluate_forward_ref")),
     ModuleRule("enum"),
     ModuleRule("abc"),
     ModuleRule("heapq"),
@@ -238,6 +244,11 @@ ALWAYS_DENIED_MODULES = (
     "traitlets", "sandbox_kernel", "cffi", "types", "weakref", "copyreg", "shelve", "dbm", "tarfile",
     "zipfile", "fcntl", "termios", "select", "selectors", "logging", "warnings", "contextvars",
     "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy.lib.format",
+    "numpy.lib.npyio", "pandas.compat", "numpy.core",
+    # pandas' internals: apply machinery that reaches eval/query by name, I/O plumbing, helpers
+    "pandas.core", "pandas.io", "pandas.util",
+    "pandas.core.accessor", "pandas.io.pytables", "pandas.io.sql", "pandas.io.parquet",
+    "pandas.io.feather_format", "pandas.io.orc", "typing_extensions",
     "pandas.io.clipboard", "pandas.io.clipboards", "pandas.io.pickle", "pandas.core.computation",
     "pandas.util._print_versions", "plotly.io.kaleido", "plotly.io.orca", "plotly.io.base_renderers",
     "plotly.offline", "scipy.weave", "scipy._lib", "distutils", "setuptools", "pip",
@@ -259,7 +270,11 @@ _DATA_OBJECT_DENY = (
     "pandas.show_versions", "pandas.read_spss", "pandas.read_sas",
     # numpy raw file access in C and loaders that can unpickle
     "numpy.ndarray.tofile", "numpy.fromfile", "numpy.memmap", "numpy.lib.npyio.DataSource",
-    "numpy.DataSource",
+    "numpy.DataSource", "numpy.ndarray.ctypes", "numpy.lib.stride_tricks.as_strided",
+    # extension registries change pandas for the whole process
+    "pandas.api.extensions.register_dataframe_accessor", "pandas.api.extensions.register_series_accessor",
+    "pandas.api.extensions.register_index_accessor", "pandas.api.extensions.register_extension_dtype",
+    "scipy.LowLevelCallable",
     # plotly: image export starts a browser process; renderers open browsers
     "plotly.io.write_image", "plotly.io.to_image", "plotly.io.full_figure_for_development",
     "plotly.io.renderers", "plotly.basedatatypes.BaseFigure.write_image",

@@ -18,6 +18,9 @@ GATE_PREFIX = "__st_"
 FORBIDDEN_NAMES = frozenset({
     "__builtins__", "__build_class__", "__import__", "__loader__", "__spec__", "__dict__",
     "__file__", "__cached__", "__path__", "__package__", "__debug__",
+    # numpy builds arrays over any address an object's array interface names: a class that defines
+    # one reads and writes the process's memory.
+    "__array_interface__", "__array_struct__",
 })
 # Bound only by Python itself; a cell may read them but not rebind them.
 READ_ONLY_NAMES = frozenset({"__class__", "__name__", "__qualname__", "__module__"})
@@ -80,6 +83,8 @@ class Rewriter(ast.NodeTransformer):
     def __init__(self):
         self._class_names: list[str] = []   # for private-name mangling
         self._function_depth = 0
+        self._hoisted: list[list] = []       # class-pattern stand-ins, per enclosing match
+        self._match_classes = 0
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -358,11 +363,14 @@ class Rewriter(ast.NodeTransformer):
         return self._visit_children(node)
 
     def _try(self, node):
-        """try/except/else/finally: bodies are rewritten; see visit_ExceptHandler."""
+        """try/except/else/finally: bodies are rewritten; 'finally: body' becomes
+        'finally: __st_tick__(); body', so a suspended generator closed after its cell (by the
+        garbage collector) cannot run its finally block outside the cell's confinement."""
         node.body = self._visit_body(node.body)
         node.handlers = [self.visit(h) for h in node.handlers]
         node.orelse = self._visit_body(node.orelse)
-        node.finalbody = self._visit_body(node.finalbody)
+        if node.finalbody:
+            node.finalbody = [ast.copy_location(_tick_stmt(), node)] + self._visit_body(node.finalbody)
         return node
 
     visit_Try = _try
@@ -370,13 +378,14 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_ExceptHandler(self, node):
         """A bare 'except:' becomes 'except Exception:', so that the sandbox's limit exceptions
-        (BaseException subclasses) cannot be swallowed; the bound name is checked."""
+        (BaseException subclasses) cannot be swallowed; the bound name is checked; the handler
+        starts with '__st_tick__()' (no handler runs outside a cell, and a re-caught limit re-raises)."""
         self._check_name(node.name, node, binding=True)
         if node.type is None:
             node.type = ast.copy_location(ast.Name(id="Exception", ctx=ast.Load()), node)
         else:
             node.type = self.visit(node.type)
-        node.body = self._visit_body(node.body)
+        node.body = [ast.copy_location(_tick_stmt(), node)] + self._visit_body(node.body)
         return node
 
     def visit_Assert(self, node):
@@ -522,10 +531,21 @@ class Rewriter(ast.NodeTransformer):
     # -- match ---------------------------------------------------------------------------------
 
     def visit_Match(self, node):
-        """'match s': the subject and each case are rewritten (see visit_match_case)."""
+        """'match s: case C(x, k=y): ...' becomes
+        '__st_mc1__ = __st_matchclass__(C, ("k",))' followed by 'match s: case __st_mc1__(x, k=y): ...'.
+        A class pattern reads attributes of the subject without an Attribute node (the names come from
+        the pattern and from C.__match_args__), so the gate hands back a stand-in class whose
+        isinstance check first reads each of those names through the attribute gate: a refused
+        name stops the match before anything is bound. Class expressions are therefore evaluated
+        once, before the match, rather than when their case is tried."""
         node.subject = self.visit(node.subject)
-        node.cases = [self.visit(c) for c in node.cases]
-        return node
+        self._hoisted.append([])
+        try:
+            node.cases = [self.visit(c) for c in node.cases]
+            hoisted = self._hoisted[-1]
+        finally:
+            self._hoisted.pop()
+        return hoisted + [node]
 
     def visit_match_case(self, node):
         """A case whose pattern reads attributes ('case P(x=a)') gains the guard
@@ -571,9 +591,15 @@ class Rewriter(ast.NodeTransformer):
         return node
 
     def visit_MatchClass(self, node):
-        """'case C(a, k=b):' keyword attribute names are checked like attribute reads; values bound
-        inside are checked by the case guard."""
-        node.cls = self.visit(node.cls)
+        """'case C(a, k=b):' C is replaced by the gate's stand-in (see visit_Match); keyword
+        attribute names are also refused statically where they are private or frame attributes,
+        and values bound inside are checked again by the case guard."""
+        self._match_classes += 1
+        temp = f"{GATE_PREFIX}mc{self._match_classes}__"
+        gate = _call("matchclass", self.visit(node.cls), _const(tuple(node.kwd_attrs)))
+        self._hoisted[-1].append(ast.copy_location(
+            ast.Assign(targets=[ast.Name(id=temp, ctx=ast.Store())], value=gate), node))
+        node.cls = ast.copy_location(ast.Name(id=temp, ctx=ast.Load()), node.cls)
         for attr in node.kwd_attrs:
             if attr.startswith("_") or attr in FRAME_ATTRIBUTES:
                 self._deny(node, f"the class pattern attribute '{attr}'",

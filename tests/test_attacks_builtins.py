@@ -117,8 +117,6 @@ def test_metaclass_definitions_are_refused(sandbox, src):
     assert "M" not in sandbox.ns and "X" not in sandbox.ns
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: abc.ABCMeta(name, bases, ns) is a three-argument type: classes "
-                                       "and metaclasses made without the class statement")
 def test_abcmeta_three_argument_call_is_refused(sandbox):
     r = sandbox.run("import abc\nM = abc.ABCMeta('M', (abc.ABCMeta,), {})\n")
     assert not r.ok and "M" not in sandbox.ns, r

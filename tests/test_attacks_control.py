@@ -58,15 +58,10 @@ SWALLOWERS = {
 def test_base_exception_is_not_reachable(sandbox, base):
     r = sandbox.run(GET_BASE[base])
     b = sandbox.ns.get("B")
-    if base == "match-mro":
-        pytest.xfail("BYPASS: match keyword pattern 'mro' hands out BaseException (see test_attacks_match)")
     assert b is None or b is not BaseException, r
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="BUG: a RecursionError raised inside limits._refills exhausts the tick chain; every later "
-                        "tick raises StopIteration, tick accounting stops and the cell ends with a bare StopIteration"))
-    if n == "finally-recurses" else n for n in sorted(SWALLOWERS)])
+@pytest.mark.parametrize("name", sorted(SWALLOWERS))
 def test_limit_cannot_be_swallowed(sandbox, name):
     # get BaseException the one way that currently works, so the swallowers are as strong as possible
     sandbox.run("B = Exception\n" + GET_BASE["match-mro"])
@@ -139,8 +134,6 @@ def test_generator_finalizer_after_cell_does_not_loop(sandbox):
     assert time.monotonic() - t0 < 2
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: a generator's finally runs after the cell (gc) with no tick and "
-                                       "no file confinement: pandas writes anywhere")
 def test_generator_finally_after_cell_is_confined(sandbox, outside):
     target = outside / "gen_finally.csv"
     r = sandbox.run("import pandas as pd\n"
@@ -152,8 +145,6 @@ def test_generator_finally_after_cell_is_confined(sandbox, outside):
     assert not target.exists(), "sandbox code wrote outside the workdir after its cell"
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: a generator's finally runs after the cell (gc) and prints to the "
-                                       "host's real stdout")
 def test_generator_finally_after_cell_cannot_print(sandbox, capfd):
     sandbox.run("def gen():\n    try:\n        yield 1\n    finally:\n        print('ESCAPED-OUTPUT')\n"
                 "class C:\n    pass\nc = C()\nc.me = c\nc.g = gen()\nnext(c.g)\ndel c\n")

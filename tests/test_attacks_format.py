@@ -77,8 +77,6 @@ def test_format_reaching_host_secret(sandbox, host_secret):
     assert not r.leaked(host_secret)
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: super(S, s).format on a str subclass is the real str.format "
-                                       "(_decide_super skips the format substitution)")
 def test_super_format_on_str_subclass(sandbox, host_secret):
     assert sandbox.run(SETUP).ok
     r = sandbox.run('s = S("{0.__globals__[os].sys.modules[sandbox_test_host_secret].SECRET}")\n'
@@ -87,7 +85,6 @@ def test_super_format_on_str_subclass(sandbox, host_secret):
     assert not r.ok and r.denied("attribute", line=2), r
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: super().format inside a str subclass method is the real str.format")
 def test_super_format_inside_method(sandbox):
     assert sandbox.run(SETUP).ok
     r = sandbox.run('class T(str):\n'

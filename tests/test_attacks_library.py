@@ -103,15 +103,12 @@ def test_plotly_io_show_browser(sandbox, no_browser_or_process):
     assert no_browser_or_process == []
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: plotly.io.write_html(..., auto_open=True) calls webbrowser.open")
 def test_plotly_io_write_html_auto_open(sandbox, no_browser_or_process):
     sandbox.run("import plotly.graph_objects as go\nimport plotly.io as pio\nfig = go.Figure()\n"
                 "pio.write_html(fig, 'f.html', auto_open=True)\n")
     assert no_browser_or_process == []
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: typing.get_type_hints evals annotations; the cell's builtins hold "
-                                       "the real __import__ -> os.system")
 def test_typing_get_type_hints_evals_annotation(sandbox, outside):
     marker = outside / "typing.txt"
     r = sandbox.run("import typing\n"
@@ -121,8 +118,6 @@ def test_typing_get_type_hints_evals_annotation(sandbox, outside):
     assert not r.ok, r
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: typing.get_type_hints on a class evals in the host __main__ "
-                                       "(sys.modules['__main__'])")
 def test_typing_get_type_hints_on_class(sandbox, outside):
     marker = outside / "typing_cls.txt"
     sandbox.run("import typing\n"
@@ -137,7 +132,6 @@ def test_forward_ref_evaluation_is_not_reachable(run):
     assert not r.ok and r.denials, r
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: pandas.compat.pickle_compat.loads unpickles (pickle -> os.system)")
 def test_pickle_compat_loads_runs_pickle(sandbox, outside):
     marker = outside / "pickle.txt"
     payload = f"cos\nsystem\n(S'echo PWNED > {marker}'\ntR.".encode()
@@ -174,8 +168,6 @@ def npz_with_object_member(path, pickle_bytes):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: NpzFile.allow_pickle is a writable public attribute: "
-                                       "z.allow_pickle = True; z['a'] unpickles -> os.system")
 def test_npz_allow_pickle_attribute(sandbox, outside):
     marker = outside / "npz.txt"
     payload = f"cos\nsystem\n(S'echo PWNED > {marker}'\ntR.".encode()
@@ -196,8 +188,6 @@ def test_npz_object_member_without_pickle_is_refused(sandbox, outside):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: DataFrame.apply/agg with a string name call denied methods "
-                                       "(eval/query) inside pandas")
 @pytest.mark.parametrize("call", ["df.apply('eval', expr='b = a + 1')", "df.agg('query', expr='a > 1')",
                                   "df.aggregate('eval', expr='a.__class__')"])
 def test_denied_method_through_string_dispatch(sandbox, call):

@@ -12,9 +12,6 @@ frames = list(itertools.islice(iter(locals, None), 1))   # list() runs inside th
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: locals() called from C inside the __st_sized__ gate returns the gate "
-                                       "frame's locals: the Gates object itself; g.deny = noop, g.policy = ... "
-                                       "neuters every gate, confine._FS.set(None) lifts the audit hook -> os.system")
 def test_locals_from_gate_frame_cannot_neuter_the_gates(sandbox, outside):
     marker = outside / "gates.txt"
     sandbox.run(GET_GATE_FRAME +
@@ -45,8 +42,6 @@ def _runtime_objects(ns) -> list:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: locals() returns the locals of whatever Python frame called the C "
-                                       "code that called it (gate frames, library frames), unchecked")
 @pytest.mark.parametrize("src", [
     GET_GATE_FRAME,
     "import heapq\nframes = [next(heapq.merge(iter(locals, None)))]\n",
@@ -84,8 +79,6 @@ FLOODS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (flood): rich display data is not bounded by output_bytes in the "
-                                       "engine: 5 MB of _repr_html_ (or 300 display() calls) against 100 kB reach the event stream")
 @pytest.mark.parametrize("src", FLOODS)
 def test_display_output_is_capped(run, src):
     cap = 100_000
@@ -96,9 +89,6 @@ def test_display_output_is_capped(run, src):
 
 # --- match class patterns on builtin classes ---------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: 'case object(builtins=b)' on a granted module binds the real "
-                                       "builtins module (builtin classes skip the pattern gate; the guard runs "
-                                       "after binding), then 'case object(eval=ev)' -> unrestricted eval -> os.system")
 def test_match_object_keyword_reads_module_attributes(sandbox, outside):
     marker = outside / "match_object.txt"
     sandbox.run("import pandas as pd\n"
@@ -112,20 +102,16 @@ def test_match_object_keyword_reads_module_attributes(sandbox, outside):
     assert "ev" not in sandbox.ns and "b" not in sandbox.ns
 
 
-_OBJ_BYPASS = pytest.mark.xfail(strict=True, reason="BYPASS: keyword patterns on builtin classes (object, int ...) "
-                                                     "read attributes raw; captures bind before the guard")
-
-
 @pytest.mark.parametrize("pattern,subject", [
-    pytest.param("object(os=m)", "pd.io.common", marks=_OBJ_BYPASS),
-    pytest.param("object(sys=m)", "pd.io.parsers.readers", marks=_OBJ_BYPASS),
-    pytest.param("object(inspect=m)", "pd.core.common", marks=_OBJ_BYPASS),
-    pytest.param("object(mro=m)", "ZeroDivisionError", marks=_OBJ_BYPASS),
+    pytest.param("object(os=m)", "pd.io.common"),
+    pytest.param("object(sys=m)", "pd.io.parsers.readers"),
+    pytest.param("object(inspect=m)", "pd.core.common"),
+    pytest.param("object(mro=m)", "ZeroDivisionError"),
     ("type(mro=m)", "ZeroDivisionError"),
-    pytest.param("object(read_pickle=m)", "pd", marks=_OBJ_BYPASS),
-    pytest.param("object(eval=m)", "pd", marks=_OBJ_BYPASS),
-    pytest.param("object(query=m)", "pd.DataFrame", marks=_OBJ_BYPASS),
-    pytest.param("object(tofile=m)", "np.zeros(1)", marks=_OBJ_BYPASS),
+    pytest.param("object(read_pickle=m)", "pd"),
+    pytest.param("object(eval=m)", "pd"),
+    pytest.param("object(query=m)", "pd.DataFrame"),
+    pytest.param("object(tofile=m)", "np.zeros(1)"),
 ])
 def test_match_keyword_pattern_cannot_bind_what_attribute_access_refuses(sandbox, pattern, subject):
     sandbox.run(f"import pandas as pd, numpy as np\ntry:\n    match {subject}:\n        case {pattern}:\n            pass\n"
@@ -152,8 +138,6 @@ ev("@inspect.os.system('echo PWNED > {marker}')")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: pandas.core.apply.frame_apply(df, 'eval', ...) reaches DataFrame.eval; "
-                                       "'@inspect.os.system(...)' resolves in pandas' own globals -> os.system")
 @pytest.mark.parametrize("route", [
     "pd.core.apply.frame_apply(df, 'eval', args=(), kwargs={'expr': expr, 'engine': 'python'}).apply()",
 ])
@@ -196,9 +180,6 @@ class S(str):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: the string-dispatch guard compares a str subclass with custom "
-                                       "__eq__/startswith (answers False to the guard, True to pandas' getattr): "
-                                       "df.apply(S('eval')) -> DataFrame.eval -> os.system")
 def test_string_dispatch_guard_with_str_subclass(sandbox, outside):
     marker = outside / "dispatch.txt"
     sandbox.run(STATEFUL_STR)

@@ -88,8 +88,6 @@ def test_sandbox_own_objects_stay_writable(run):
     assert r.ok and r.stdout == "1 2 3 1 doc\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: pandas.api.extensions.register_dataframe_accessor overrides "
-                                       "DataFrame methods process-wide (pandas does the setattr)")
 def test_register_accessor_does_not_change_host_pandas(sandbox):
     original = pd.DataFrame.__dict__.get("to_csv")
     try:
