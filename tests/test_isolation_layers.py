@@ -160,3 +160,27 @@ def test_landlock_refuses_a_multithreaded_process_fail_closed(tmp_path):
     first, second = (json.loads(line) for line in proc.stdout.strip().splitlines()[-2:])
     assert first["raised"] and "landlock" in first["msg"].lower()
     assert second["degraded"] is True and "landlock" in second["failed"]
+
+
+def test_cpu_budget_ends_a_runaway_worker_and_file_size_is_capped(tmp_path):
+    """The rlimit backstops: SIGXCPU after the cell's CPU budget; EFBIG beyond RLIMIT_FSIZE."""
+    import signal
+
+    code = textwrap.dedent("""
+        import errno, os, sys
+        from sandbox_kernel.isolation import rlimits
+        rlimits.apply(memory_mb=256, fsize_mb=1, nofile=64)
+        try:
+            with open(os.path.join(sys.argv[1], "big.bin"), "wb") as fh:
+                fh.write(b"x" * (2 * 1024 * 1024))
+        except OSError as exc:
+            print("EFBIG" if exc.errno == errno.EFBIG else f"other {exc}", flush=True)
+        rlimits.set_cell_cpu_budget(1)
+        while True:
+            pass
+    """)
+    proc = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert "EFBIG" in proc.stdout
+    assert proc.returncode == -signal.SIGXCPU
+    assert (tmp_path / "big.bin").stat().st_size <= 1024 * 1024
