@@ -45,6 +45,18 @@ class InProcessBackend:
     def status(self) -> dict:
         return {"isolation": "none", "os_layers": {}, "worker": None}
 
+    def needs_restart_for(self, policy: Policy, level: str | None = None) -> str | None:
+        """Same contract as the worker backends: in-process there are no OS restrictions to loosen."""
+        if level is not None and level != self.level:
+            return f"isolation changes from 'none' to '{level}'"
+        return None
+
+    def restart(self, policy: Policy | None = None) -> None:
+        """A fresh engine (and namespace), optionally with a new base policy."""
+        from ..engine import Engine
+
+        self.engine = Engine(policy or self.engine.policy, workdir=self.engine.workdir)
+
     def shutdown(self):
         pass
 
