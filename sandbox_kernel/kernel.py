@@ -32,6 +32,7 @@ from .magics import (Control, MagicError, cell_policy, describe_limits, describe
                      isolation_rank, parse_cell, select_isolation, select_policy)
 from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, PLOTLY_MIME, OutputRejected, validate_plotly
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
+from .isolation import default_isolation
 from .workdir import workdir_hazards
 
 _LIMIT_KEYS = ("ticks", "timeout", "memory_mb", "output_bytes")
@@ -61,9 +62,10 @@ class SandboxKernel(IPythonKernel):
     ceiling_policy = Unicode(
         "", help="Most permissive policy a cell may select with %sandbox_policy or %%sandbox. "
                  "Empty: the starting policy.").tag(config=True)
-    isolation = Enum(ISOLATION_LEVELS, default_value="none",
+    isolation = Enum(ISOLATION_LEVELS, default_value=default_isolation(),
                      help="Where cells run: none (in the kernel), process (a worker), kernel "
-                          "(a worker the OS confines).").tag(config=True)
+                          "(a worker the OS confines). Default: kernel on Linux, process on other "
+                          "POSIX systems (docs/isolation.md says why).").tag(config=True)
     isolation_ceiling = Unicode(
         "", help="Weakest isolation level a cell may select with %sandbox_isolation. "
                  "Empty: the starting level.").tag(config=True)

@@ -1,6 +1,7 @@
 """Shared helpers for the kernel protocol tests: one kernel per test module, raw message access."""
 from __future__ import annotations
 
+import os
 import queue
 import time
 
@@ -20,8 +21,16 @@ def require_kernelspec() -> None:
                     f"--sys-prefix` (scripts/test.sh does)")
 
 
-def start_client(options=None, cwd=None, env=None) -> SandboxClient:
+# Tests pin the level they run at (the kernelspec's default is `kernel` on Linux); modules that should
+# hold at every level take the `isolation_level` fixture (tests/conftest.py) and pass it here.
+DEFAULT_TEST_ISOLATION = os.environ.get("SANDBOX_TEST_ISOLATION", "none")
+
+
+def start_client(options=None, cwd=None, env=None, isolation=None) -> SandboxClient:
     require_kernelspec()
+    options = list(options or [])
+    if not any(o.startswith("--SandboxKernel.isolation=") for o in options):
+        options.append(f"--SandboxKernel.isolation={isolation or DEFAULT_TEST_ISOLATION}")
     return SandboxClient(KERNEL_NAME, options=options, cwd=cwd, env=env).start()
 
 

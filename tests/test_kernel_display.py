@@ -10,9 +10,10 @@ from kernel_helpers import start_client
 PLOTLY = "application/vnd.plotly.v1+json"
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    client = start_client(cwd=str(tmp_path_factory.mktemp("display-work")))
+@pytest.fixture(scope="module", params=["none", "process", "kernel"])
+def kernel(request, tmp_path_factory):
+    """Rich output must be the same at every isolation level."""
+    client = start_client(cwd=str(tmp_path_factory.mktemp("display-work")), isolation=request.param)
     yield client
     client.shutdown()
 

@@ -42,9 +42,10 @@ class SandboxConformance(jupyter_kernel_test.KernelTests):
         super().setUpClass()
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    client = start_client()
+@pytest.fixture(scope="module", params=["none", "process", "kernel"])
+def kernel(request):
+    """The protocol must hold at every isolation level."""
+    client = start_client(isolation=request.param)
     yield client
     client.shutdown()
 
@@ -161,7 +162,7 @@ def test_restart_gives_a_fresh_namespace_with_the_same_configuration():
         client.shutdown()
 
 
-def test_execute_reply_metadata_for_agents(kernel):
+def test_execute_reply_metadata_for_agents(kernel, request):
     result = kernel.run("print('mean=2.0')\nimport os")
     for key in ("output", "charts", "error", "denials", "truncated", "ticks", "elapsed_ms", "policy",
                 "isolation"):
@@ -169,5 +170,6 @@ def test_execute_reply_metadata_for_agents(kernel):
     assert result["output"] == "mean=2.0\n"
     assert result["error"]["ename"] == "ImportDenied"
     assert result["denials"][0]["kind"] == "import" and result["denials"][0]["target"] == "os"
-    assert result["policy"] == "data-science" and result["isolation"] == "none"
+    level = request.node.callspec.params["kernel"]
+    assert result["policy"] == "data-science" and result["isolation"] == level
     assert "error" in iopub_types(result)
