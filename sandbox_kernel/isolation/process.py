@@ -210,7 +210,7 @@ class WorkerBackend:
     """The `process` and `kernel` isolation levels. Same methods as InProcessBackend."""
 
     def __init__(self, level: str, policy: Policy, workdir: str | None = None, *, degraded: bool = False,
-                 grace: float = 2.0, cancel_grace: float = 1.0, spare: bool = True,
+                 grace: float = 2.0, cancel_grace: float = 1.0, spare: bool = True, spare_delay: float = 5.0,
                  startup_timeout: float = 60.0, warm=DEFAULT_WARM, python: str | None = None,
                  fsize_mb: int | None = None, nofile: int | None = None, extra_read=(),
                  max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
@@ -245,6 +245,10 @@ class WorkerBackend:
         self._lock = threading.RLock()
         self._active: WorkerProcess | None = None
         self._spare: WorkerProcess | None = None
+        self._spare_lock = threading.Lock()
+        self._spare_timer: threading.Timer | None = None
+        self._created = time.monotonic()
+        self.spare_delay = float(spare_delay)
         self._running: WorkerProcess | None = None
         self._cancel_at: float | None = None
         self._closed = False
@@ -319,16 +323,32 @@ class WorkerBackend:
         return w
 
     def _take_spare(self) -> WorkerProcess | None:
-        s, self._spare = self._spare, None
+        with self._spare_lock:
+            s, self._spare = self._spare, None
         if s is not None and s.fatal is None and s.alive():
             return s
         if s is not None:
             s.kill("stale spare")
         return None
 
-    def _ensure_spare(self) -> None:
-        if self.use_spare and not self._closed and (self._spare is None or not self._spare.alive()):
-            self._spare = self._spawn()
+    def _ensure_spare(self, *, now: bool = False) -> None:
+        """Keep a pre-warmed spare. The first one waits ``spare_delay`` seconds after the backend
+        started (a timer, so it also happens while the notebook is idle): a kernel that lives for a few
+        cells (an agent's one-off task, a test) never pays for a second interpreter."""
+        if not self.use_spare or self._closed:
+            return
+        delay = self.spare_delay - (time.monotonic() - self._created)
+        if delay > 0 and not now:
+            if self._spare_timer is None:
+                self._spare_timer = threading.Timer(delay, self._ensure_spare, kwargs={"now": True})
+                self._spare_timer.daemon = True
+                self._spare_timer.start()
+            return
+        with self._spare_lock:
+            if not self._closed and (self._spare is None or not self._spare.alive()):
+                if self._spare is not None:
+                    self._spare.kill("stale spare")
+                self._spare = self._spawn()
 
     def _replace_after_loss(self) -> None:
         """Make the next worker ready now (the spare, normally) and time it."""
@@ -339,10 +359,12 @@ class WorkerBackend:
             self.last_recovery_ms = round((time.monotonic() - t0) * 1000, 1)
 
     def _discard_workers(self) -> None:
-        for w in (self._active, self._spare):
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        for w in (self._active, spare):
             if w is not None:
                 w.kill("discarded")
-        self._active = self._spare = None
+        self._active = None
 
     # -- the cell ------------------------------------------------------------------------------
 
@@ -648,6 +670,7 @@ class WorkerBackend:
         with self._lock:
             if self._ensure_worker() is None:
                 return False
+            self._ensure_spare(now=True)
             s = self._spare
             return s is not None and s.wait_ready(timeout, give_up=False)
 
@@ -678,19 +701,32 @@ class WorkerBackend:
         }
 
     def shutdown(self):
-        with self._lock:
-            self._closed = True
-            for w in (self._active, self._spare):
+        """Stop every worker. Safe from another thread while a cell runs: that cell's worker is
+        killed and the cell ends with an error (the kernel is going away)."""
+        self._closed = True
+        if self._spare_timer is not None:
+            self._spare_timer.cancel()
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        idle = self._lock.acquire(timeout=0.2)
+        try:
+            for w in (self._active, spare):
                 if w is None:
                     continue
-                try:
-                    w.channel.send({"op": "shutdown"}, timeout=0.5)
-                except ChannelError:
-                    pass
-                if w.wait_exit(0.5) is None:
-                    w.kill("shutdown")
-                w.channel.close()
-            self._active = self._spare = None
+                if idle:
+                    try:
+                        w.channel.send({"op": "shutdown"}, timeout=0.5)
+                    except ChannelError:
+                        pass
+                    if w.wait_exit(0.5) is not None:
+                        w.channel.close()
+                        continue
+                w.kill("shutdown")
+            if idle:
+                self._active = None
+        finally:
+            if idle:
+                self._lock.release()
 
     def __del__(self):
         try:
