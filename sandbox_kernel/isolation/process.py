@@ -210,7 +210,7 @@ class WorkerBackend:
     """The `process` and `kernel` isolation levels. Same methods as InProcessBackend."""
 
     def __init__(self, level: str, policy: Policy, workdir: str | None = None, *, degraded: bool = False,
-                 grace: float = 2.0, cancel_grace: float = 1.0, spare: bool = True, spare_delay: float = 5.0,
+                 grace: float = 2.0, cancel_grace: float = 1.0, spare: bool = True, spare_delay: float = 0.0,
                  startup_timeout: float = 60.0, warm=DEFAULT_WARM, python: str | None = None,
                  fsize_mb: int | None = None, nofile: int | None = None, extra_read=(),
                  max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
@@ -271,6 +271,7 @@ class WorkerBackend:
                                  "container or VM")
         if start and self._unsupported is None:
             self._active = self._spawn()
+            self._ensure_spare()  # at once by default: even a crash in the first cell recovers instantly
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -332,9 +333,9 @@ class WorkerBackend:
         return None
 
     def _ensure_spare(self, *, now: bool = False) -> None:
-        """Keep a pre-warmed spare. The first one waits ``spare_delay`` seconds after the backend
-        started (a timer, so it also happens while the notebook is idle): a kernel that lives for a few
-        cells (an agent's one-off task, a test) never pays for a second interpreter."""
+        """Keep a pre-warmed spare. With ``spare_delay`` > 0 the first one waits that long after the
+        backend started (a timer, so it also happens while the notebook is idle): for operators who run
+        many kernels that live for a few cells, which then never pay for a second interpreter."""
         if not self.use_spare or self._closed:
             return
         delay = self.spare_delay - (time.monotonic() - self._created)
