@@ -501,3 +501,16 @@ def test_worker_inherits_no_descriptor_but_its_channel(rogue, level):
     sockets = [fd for fd, kind in fds.items() if kind == "sock"]
     assert len(sockets) == 1, fds
     assert fds[0] == "/dev/null" and fds[1] == "/dev/null" and fds[2].startswith("pipe:"), fds
+
+
+def test_a_crash_in_the_very_first_cell_recovers_within_300_ms(tmp_path):
+    b = make_backend(LEVELS[-1], rogue_policy(), str(tmp_path), engine="isolation_support:RogueEngine",
+                     extra_sys_path=[TESTS_DIR])
+    try:
+        assert b.warm_spare()   # both workers start with the backend; wait as a user's first cell would
+        r = Run(b, "import ctypes\nctypes.string_at(0)")
+        assert "segmentation fault" in r.error["evalue"]
+        assert b.status()["worker"]["last_recovery_ms"] <= 300
+        assert Run(b, "import numpy, pandas, plotly\n'ready'").text() == "'ready'"
+    finally:
+        b.shutdown()
