@@ -17,8 +17,12 @@ Every workload (bench/workloads.py) has an untimed setup cell that defines data 
 timed cell ``_bench_result = run()``. For the engine and the backends the timed part is the *whole*
 ``run_cell`` of that one-line cell (parse, rewrite, compile, arming the limits, running, the done
 record); nothing is subtracted. For kernels it is the client-side time from sending execute_request to
-having both the execute_reply and the iopub ``idle`` status. Repetitions are round-robin over
-(workload, mode) with the mode order rotated each round; each figure is the median.
+having both the execute_reply and the iopub ``idle`` status. Before each in-process run
+(plain, engine) the bench process runs ``gc.collect()``, so that a full collection of a heap holding
+both namespaces does not land at random in one mode's timing (kernels and workers collect on their own
+schedule, which is part of their figures). Repetitions are round-robin over
+(workload, mode) with the mode order rotated each round; each figure is the median (the minimum, a cross-check that is less sensitive to other load on
+the machine, is in the JSON as ``min_ms`` / ``ratio_vs_plain_min``).
 """
 from __future__ import annotations
 
@@ -132,12 +136,14 @@ class EngineRunner:
         return elapsed, ok, err
 
     def setup(self, source):
+        if self.mode == "engine":
+            self.backend.reset()   # one workload's data at a time in this process's heap, as for plain
         _, ok, err = self._cell(source)
         if not ok:
             raise RuntimeError(f"setup failed: {err}")
 
     def run(self, source):
-        gc.collect()
+        gc.collect()   # this process's collector; a worker's heap is its own
         return self._cell(source)
 
     def trivial(self):
@@ -318,9 +324,14 @@ def main(argv=None):
     ap.add_argument("--trivial-reps", type=int, help="repetitions of the trivial cell")
     ap.add_argument("--scale", type=float, help="workload size factor (default 1.0, 0.5 with --quick)")
     ap.add_argument("--no-trivial", action="store_true", help="skip the trivial-cell round trip")
+    ap.add_argument("--markdown", metavar="JSON", help="print the Markdown tables of an earlier --json run and exit")
     args = ap.parse_args(argv)
+    if args.markdown:
+        with open(args.markdown, encoding="utf-8") as fh:
+            print(render_markdown(json.load(fh)))
+        return 0
 
-    reps = args.reps or (3 if args.quick else 9)
+    reps = args.reps or (3 if args.quick else 11)
     trivial_reps = args.trivial_reps or (10 if args.quick else 60)
     scale = args.scale or (0.5 if args.quick else 1.0)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(WORKLOADS)
@@ -413,6 +424,7 @@ def main(argv=None):
     # Figures
     for name, r in results.items():
         r["median_ms"] = {m: round(statistics.median(v), 3) for m, v in r["times_ms"].items() if v}
+        r["min_ms"] = {m: round(min(v), 3) for m, v in r["times_ms"].items() if v}
         if r["times_ms"]:
             r["spread_pct"] = {m: round(100 * (max(v) - min(v)) / statistics.median(v), 1)
                                for m, v in r["times_ms"].items() if len(v) > 1 and statistics.median(v) > 0}
@@ -421,18 +433,23 @@ def main(argv=None):
         r["ratio_vs_plain"] = {m: round(v / plain, 3) for m, v in r["median_ms"].items() if plain and m != "plain"}
         r["ratio_vs_ipykernel"] = {m: round(v / ipy, 3) for m, v in r["median_ms"].items()
                                    if ipy and m not in ("plain", "ipykernel")}
+        best = r["min_ms"].get("plain")
+        r["ratio_vs_plain_min"] = {m: round(v / best, 3) for m, v in r["min_ms"].items() if best and m != "plain"}
     geo: dict = {}
     for group in (PURE, LIBRARY):
         members = [r for r in results.values() if r["set"] == group]
         if not members:
             continue
-        g = {"workloads": len(members), "vs_plain": {}, "vs_ipykernel": {}}
+        g = {"workloads": len(members), "vs_plain": {}, "vs_ipykernel": {}, "vs_plain_min": {}}
         for mode in active:
             if mode == "plain":
                 continue
             ratios = [r["ratio_vs_plain"].get(mode) for r in members]
             if all(ratios):
                 g["vs_plain"][mode] = round(geomean(ratios), 3)
+            ratios = [r["ratio_vs_plain_min"].get(mode) for r in members]
+            if all(ratios):
+                g["vs_plain_min"][mode] = round(geomean(ratios), 3)
             ratios = [r["ratio_vs_ipykernel"].get(mode) for r in members]
             if mode != "ipykernel" and all(ratios):
                 g["vs_ipykernel"][mode] = round(geomean(ratios), 3)
@@ -508,6 +525,47 @@ def render_table(out) -> str:
     for name, r in results.items():
         for m, e in {**r.get("setup_error", {}), **r.get("errors", {})}.items():
             lines.append(f"error {name}/{m}: {e}")
+    return "\n".join(lines)
+
+
+_LABEL = {"plain": "plain", "engine": "engine", "ipykernel": "ipykernel", "sandbox_kernel": "sandboxed kernel",
+          "process": "process", "kernel": "kernel"}
+
+
+def render_markdown(out) -> str:
+    """The tables docs/performance.md shows."""
+    modes = [m for m in ALL_MODES if out["meta"]["modes"].get(m, {}).get("available")]
+    lines = ["| workload | set | " + " | ".join(f"{_LABEL[m]} ms" for m in modes)
+             + " | engine / plain | sandboxed kernel / ipykernel | engine / plain (min) |",
+             "|---|---|" + "---:|" * len(modes) + "---:|---:|---:|"]
+    for name, r in out["workloads"].items():
+        cells = [f"{r['median_ms'][m]:.1f}" if m in r["median_ms"] else "-" for m in modes]
+        ep = r["ratio_vs_plain"].get("engine")
+        sk = r["ratio_vs_ipykernel"].get("sandbox_kernel")
+        em = r.get("ratio_vs_plain_min", {}).get("engine")
+        lines.append(f"| {name} | {r['set']} | " + " | ".join(cells)
+                     + f" | {ep:.2f}x |" if ep else f"| {name} | {r['set']} | " + " | ".join(cells) + " | - |")
+        lines[-1] += (f" {sk:.2f}x |" if sk else " - |") + (f" {em:.2f}x |" if em else " - |")
+    lines.append("")
+    lines.append("| geometric mean | " + " | ".join(f"{_LABEL[m]} / plain" for m in modes if m != "plain")
+                 + " | " + " | ".join(f"{_LABEL[m]} / ipykernel" for m in modes if m not in ("plain", "ipykernel"))
+                 + " | target (engine / plain) |")
+    n = len([m for m in modes if m != "plain"]) + len([m for m in modes if m not in ("plain", "ipykernel")])
+    lines.append("|---|" + "---:|" * (n + 1))
+    for group, g in out["geomean"].items():
+        t = g["target"]
+        target = f"<= {t['target']}x" + (f" (stretch {t['stretch']}x)" if "stretch" in t else "")
+        row = [f"{g['vs_plain'].get(m, 0):.2f}x" for m in modes if m != "plain"]
+        row += [f"{g['vs_ipykernel'].get(m, 0):.2f}x" for m in modes if m not in ("plain", "ipykernel")]
+        lines.append(f"| {group} ({g['workloads']} workloads) | " + " | ".join(row) + f" | {target} |")
+    t = out.get("trivial") or {}
+    if t.get("median_ms"):
+        lines.append("")
+        lines.append(f"| trivial cell `{t['source']}` | " + " | ".join(_LABEL[m] for m in modes) + " |")
+        lines.append("|---|" + "---:|" * len(modes))
+        lines.append("| median ms | " + " | ".join(f"{t['median_ms'].get(m, 0):.3f}" for m in modes) + " |")
+        lines.append("| / ipykernel | " + " | ".join(
+            f"{t.get('ratio_vs_ipykernel', {}).get(m, 0):.2f}x" if m not in ("plain",) else "-" for m in modes) + " |")
     return "\n".join(lines)
 
 
