@@ -42,3 +42,49 @@ def test_string_dispatch_through_the_instance_is_refused(sandbox, outside):
     r = sandbox.run(RCE.format(route="df.apply('eval', expr=expr, engine='python')", marker=marker))
     assert not marker.exists()
     assert r.denials, r
+
+
+# --- inspection and completion run no sandbox code --------------------------------------------------
+
+DESCRIPTORS = """\
+log = []
+class D:
+    def __get__(self, inst, owner):
+        log.append('ran')
+        return 'doc'
+class C:
+    __signature__ = D()
+    def __init__(self, a):
+        pass
+class E:
+    __doc__ = D()
+class F:
+    @property
+    def p(self):
+        log.append('property ran')
+        return 1
+f_obj = F()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BUG (DoS): engine.inspect() reads __signature__/__doc__ of a sandbox class, "
+                                       "which calls the class's descriptor outside any cell; the idle tick raises "
+                                       "LimitExceeded (a BaseException) out of inspect() into the kernel")
+@pytest.mark.parametrize("token", ["C", "E"])
+def test_inspect_runs_no_sandbox_code(sandbox, token):
+    assert sandbox.run(DESCRIPTORS).ok
+    try:
+        reply = sandbox.engine.inspect(token)
+    except BaseException as exc:  # noqa: B902
+        pytest.fail(f"inspect({token!r}) raised {type(exc).__name__}: {exc}")
+    assert reply["status"] == "ok"
+    assert sandbox.ns["log"] == []
+
+
+@pytest.mark.parametrize("code", ["f_obj.", "f_obj.p", "C.", "E.", "F.p", "log.", "C"])
+def test_complete_and_inspect_of_ordinary_objects_run_no_sandbox_code(sandbox, code):
+    assert sandbox.run(DESCRIPTORS).ok
+    sandbox.engine.complete(code)
+    if code.endswith("p") or code == "log.":
+        sandbox.engine.inspect(code.rstrip("."))
+    assert sandbox.ns["log"] == []
