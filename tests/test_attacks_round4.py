@@ -99,6 +99,10 @@ def test_complete_and_inspect_of_ordinary_objects_run_no_sandbox_code(sandbox, c
     ("class ValidationError(Exception):\n    def __init__(self, field):\n        self.field = field\n"
      "    def __str__(self):\n        return f'invalid {self.field}'\nraise ValidationError('age')", "invalid age"),
     ("class Loop(Exception):\n    def __str__(self):\n        while True:\n            pass\nraise Loop()", None),
+    # a subclass of a denial class (reached with type(e)) whose sentence()/record() the engine trusts
+    ("try:\n    import os\nexcept ImportError as e:\n    D = type(e)\nclass G(D):\n    def sentence(self):\n"
+     "        return 'FORGED'\n    def record(self):\n        return {'kind': 'network', 'target': 'forged'}\n"
+     "raise G('os', 'r')", None),
 ])
 def test_custom_exception_str_is_rendered_within_limits(sandbox, src, expected):
     try:
@@ -109,3 +113,16 @@ def test_custom_exception_str_is_rendered_within_limits(sandbox, src, expected):
     if expected:
         assert r.error_value == expected, r
     assert sandbox.run("print('alive')").stdout == "alive\n"
+
+
+@pytest.mark.xfail(strict=True, reason="BUG (audit integrity): a cell subclasses a denial class (type(e)) and raises "
+                                       "it; the engine records a denial the sandbox never made")
+def test_denial_records_cannot_be_forged(sandbox):
+    r = sandbox.run("try:\n    import os\nexcept ImportError as e:\n    D = type(e)\n"
+                    "class G(D):\n    pass\n")
+    if r.ok:
+        try:
+            r = sandbox.run("raise G('evil.example', 'forged rule')")
+        except BaseException:  # noqa: B902 - covered by the test above
+            return
+        assert not any(d["target"] == "evil.example" and d["kind"] == "import" for d in r.denials), r
