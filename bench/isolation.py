@@ -94,8 +94,10 @@ def main():
     args = ap.parse_args()
     policy = PRESETS["data-science"]
     levels = ["none", "process"] + (["kernel"] if sys.platform.startswith("linux") else [])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     out = {"machine": f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
-                      f"{os.cpu_count()} CPUs", "workloads": {}, "workers": {}}
+                      f"{os.cpu_count()} CPUs, load average at start {load:.2f}" if load is not None else "",
+           "workloads": {}, "workers": {}}
     with tempfile.TemporaryDirectory() as tmp:
         backends = {lv: make_backend(lv, policy, os.path.join(tmp, lv),
                                      **({} if lv == "none" else {"spare": False})) for lv in levels}

@@ -442,6 +442,7 @@ class WorkerBackend:
         peak_rss = 0.0
         emit_error = None
         sent_charts: list = []  # per relayed event: its Plotly data or None (for done.charts refs)
+        sent_stdout: list = []  # stdout texts relayed (for done.output == {"$stdout": true})
         while True:
             now = time.monotonic()
             if self._cancel_at is not None and now >= self._cancel_at + self.cancel_grace:
@@ -489,12 +490,16 @@ class WorkerBackend:
                 raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
                                  "stopped") from None
             if event["type"] == "done":
+                if event.get("output") == {"$stdout": True}:
+                    event["output"] = "".join(sent_stdout)
                 if isinstance(event.get("charts"), list):
                     resolved = (_resolve_chart(c, sent_charts) for c in event["charts"])
                     event["charts"] = [c for c in resolved if c is not None]
                 return event, emit_error
             sent_charts.append(event["data"].get(PLOTLY_MIME) if event["type"] in ("display", "result")
                                else None)
+            if event["type"] == "stream" and event["name"] == "stdout":
+                sent_stdout.append(event["text"])
             if emit_error is None:
                 try:
                     emit(event)

@@ -68,6 +68,7 @@ class Worker:
         self.memory_mb = None
         self._cell_events = 0
         self._sent_charts: dict = {}
+        self._sent_stdout: list = []
         self._last_cell_policy = None
         self._policy_cache: tuple[str, object] | None = None
 
@@ -200,6 +201,8 @@ class Worker:
         kind = event.get("type")
         if kind == "error":
             event = self._explain(event)
+        elif kind == "stream" and event.get("name") == "stdout" and type(event.get("text")) is str:
+            self._sent_stdout.append(event["text"])
         elif kind in ("display", "result") and isinstance(event.get("data"), dict):
             chart = event["data"].get(PLOTLY_MIME)
             if chart is not None:
@@ -208,8 +211,12 @@ class Worker:
         self.send(event)
 
     def _chart_refs(self, done: dict) -> None:
-        """A chart already sent in a display/result event of this cell travels once: ``done.charts``
-        refers to that event ({"$event": n}) and the host puts the same data back."""
+        """What this cell's events already carried travels once: ``done.output`` equal to the stdout
+        sent becomes {"$stdout": true}; a chart sent in a display/result event becomes {"$event": n}.
+        The host puts back the data it relayed itself."""
+        output = done.get("output")
+        if type(output) is str and output and output == "".join(self._sent_stdout):
+            done["output"] = {"$stdout": True}  # the host joins the stdout it relayed
         charts = done.get("charts")
         if not isinstance(charts, list):
             return
@@ -236,6 +243,7 @@ class Worker:
         self.running = True
         self._cell_events = 0
         self._sent_charts = {}
+        self._sent_stdout = []
         try:
             done = self.engine.run_cell(req["source"], emit=self._emit, policy=policy, limits=limits,
                                         execution_count=req.get("execution_count"))
@@ -256,6 +264,7 @@ class Worker:
             _quiet_alarm()
         self.send(done)
         self._sent_charts = {}
+        self._sent_stdout = []
 
 
 def _quiet_alarm() -> None:
