@@ -126,3 +126,27 @@ def test_denial_records_cannot_be_forged(sandbox):
         except BaseException:  # noqa: B902 - covered by the test above
             return
         assert not any(d["target"] == "evil.example" and d["kind"] == "import" for d in r.denials), r
+
+
+GETATTRIBUTE = """\
+log = []
+class S:
+    def __getattribute__(self, name):
+        log.append(name)
+        return 1
+s = S()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BUG (DoS): complete()/inspect() call isinstance(obj, ...), which falls back "
+                                       "to obj.__class__ through a sandbox __getattribute__ outside any cell; "
+                                       "LimitExceeded escapes to the kernel")
+@pytest.mark.parametrize("call", ["complete:s.", "complete:s.x", "inspect:s"])
+def test_completion_on_instances_with_getattribute(sandbox, call):
+    assert sandbox.run(GETATTRIBUTE).ok
+    kind, code = call.split(":")
+    try:
+        getattr(sandbox.engine, kind)(code)
+    except BaseException as exc:  # noqa: B902
+        pytest.fail(f"{kind}({code!r}) raised {type(exc).__name__}: {exc}")
+    assert sandbox.ns["log"] == []
