@@ -99,7 +99,10 @@ import numpy as np, json
 slots = np.empty(1, dtype=object)
 ints = {view}
 def fakeobj(addr):
-    ints[0] = addr
+    if hasattr(ints, 'cast'):
+        ints[0:8] = addr.to_bytes(8, 'little')
+    else:
+        ints[0] = addr
     o = slots[0]
     return o
 def p64(n):
@@ -117,7 +120,8 @@ real_builtins['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nim
                                        "(np.ndarray(buffer=object_array)) writes raw pointers into object slots")
 @pytest.mark.parametrize("view", [
     "np.ndarray((1,), dtype=np.int64, buffer=slots)",
-    "np.frombuffer(slots, dtype=np.int64).copy() if False else np.ndarray((1,), dtype=np.uint64, buffer=slots.data)",
+    "np.ndarray((1,), dtype=np.uint64, buffer=slots.data)",
+    "slots.data.cast('B')",
 ])
 def test_int_view_over_object_array_is_refused(tmp_path, view):
     marker = tmp_path / "intview.txt"
