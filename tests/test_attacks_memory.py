@@ -134,3 +134,24 @@ def test_int_view_over_object_array_is_refused(tmp_path, view):
 def test_frombuffer_over_object_array_is_refused():
     result = _run("import numpy as np\no = np.empty(1, dtype=object)\nok_made = int(np.frombuffer(o, dtype=np.int64)[0]) != 0")
     assert not result.get("got_object_array"), result
+
+
+ARRAY_INTERFACE_VIA_DICT = """\
+import numpy as np, math
+class K:
+    pass
+o = K()
+o.__dict__[{key}] = {{'data': (id(math.tau) + 16, False), 'shape': (1,), 'typestr': '<f8', 'version': 3}}
+v = np.asarray(o)
+v[0] = 3.0
+ok_made = math.tau == 3.0
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (memory): the __array_interface__ name ban covers bindings and "
+                                       "attribute writes, not keys of a sandbox instance's __dict__: np.asarray(o) "
+                                       "then reads/writes any address (host math.tau overwritten)")
+@pytest.mark.parametrize("key", ["'__array_' + 'interface__'", "'__array_interface__'"])
+def test_array_interface_through_instance_dict(key):
+    result = _run(ARRAY_INTERFACE_VIA_DICT.format(key=key))
+    assert not result.get("got_object_array"), f"math.tau was overwritten through numpy ({result})"
