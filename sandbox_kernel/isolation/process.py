@@ -39,15 +39,15 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 CELL_EVENTS = frozenset({"stream", "display", "result", "error", "denial", "done"})
 POLL = 0.25
 
-_SIGNAL_TEXT = {
-    signal.SIGSEGV: "crashed with a segmentation fault",
-    signal.SIGBUS: "crashed with a bus error",
-    signal.SIGILL: "crashed (illegal instruction)",
-    signal.SIGFPE: "crashed (arithmetic fault)",
-    signal.SIGABRT: "aborted (SIGABRT; often C code that could not allocate memory)",
-    signal.SIGXCPU: "exceeded its CPU time limit",
-    signal.SIGSYS: "made a forbidden system call",
-}
+_SIGNAL_TEXT = {getattr(signal, name): text for name, text in (
+    ("SIGSEGV", "crashed with a segmentation fault"),
+    ("SIGBUS", "crashed with a bus error"),
+    ("SIGILL", "crashed (illegal instruction)"),
+    ("SIGFPE", "crashed (arithmetic fault)"),
+    ("SIGABRT", "aborted (SIGABRT; often C code that could not allocate memory)"),
+    ("SIGXCPU", "exceeded its CPU time limit"),
+    ("SIGSYS", "made a forbidden system call"),
+) if hasattr(signal, name)}  # (Windows lacks most of these; the worker levels refuse to start there)
 
 
 _LIVE: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
@@ -191,7 +191,7 @@ class WorkerProcess:
                 name = signal.Signals(sig).name
             except ValueError:
                 name = f"signal {sig}"
-            if sig == signal.SIGKILL:
+            if sig == getattr(signal, "SIGKILL", -1):
                 if self.killed_by_host:
                     return f"was stopped by the kernel ({self.killed_by_host})"
                 return "was killed by the operating system (SIGKILL)"
@@ -512,12 +512,12 @@ class WorkerBackend:
         how = w.describe_exit() or "stopped"
         rc = w.proc.returncode
         memory = self.policy.limits.memory_mb
-        if rc == -signal.SIGKILL and w.killed_by_host is None:
+        if rc == -getattr(signal, "SIGKILL", -1) and w.killed_by_host is None:
             limit = f"limit {memory} MB" if memory else "no memory limit was set"
             seen = f", last seen using {peak_rss:.0f} MB" if peak_rss else ""
             return "memory", (f"the sandbox worker was killed (SIGKILL from the operating system): most "
                               f"likely out of memory ({limit}{seen})")
-        if rc == -signal.SIGXCPU:
+        if rc == -getattr(signal, "SIGXCPU", -1):
             return "cpu", "the sandbox worker was killed: it used up its CPU time limit"
         reason = "exit" if rc is not None and rc >= 0 else "crash"
         return reason, f"the sandbox worker {how}"
