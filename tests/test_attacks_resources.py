@@ -54,3 +54,27 @@ def test_cell_cannot_exhaust_file_descriptors():
 def test_files_closed_by_the_cell_are_released():
     result = _run("for i in range(600):\n    with open('g%d.txt' % (i % 10), 'w') as fh:\n        fh.write('x')\n")
     assert result == {"status": "ok", "ename": None, "host_open": True, "host_socket": True}, result
+
+
+MEMORY_CHILD = textwrap.dedent("""
+    import dataclasses, json, sys, tempfile
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    p = PRESETS["data-science"]
+    eng = Engine(p, workdir=tempfile.mkdtemp())
+    limits = dataclasses.replace(p.limits, memory_mb=200)
+    statuses = []
+    for i in range(4):
+        done = eng.run_cell(f"x{i} = bytearray(b'\\\\x01') * (150 * 2**20)", emit=lambda e: None, limits=limits)
+        statuses.append((done["error"] or {}).get("ename"))
+    print(json.dumps(statuses))
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (memory): the memory limit measures growth per cell; 150 MB kept per "
+                                       "cell under a 200 MB limit adds up to 600 MB in the host without any limit")
+def test_memory_limit_counts_what_earlier_cells_kept():
+    out = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    statuses = json.loads(out.stdout.strip().splitlines()[-1])
+    assert any(s in ("MemoryLimitExceeded", "SizeDenied") for s in statuses), statuses
