@@ -53,3 +53,18 @@ def test_layer_record_fails_closed_and_degrades_only_when_allowed():
     summary = soft.summary()
     assert summary["degraded"] and "seccomp" in summary["failed"] and summary["active"] == ["rlimits"]
     assert "no libseccomp" in summary["details"]["seccomp"]["error"]
+
+
+def test_kernel_level_refuses_off_linux_with_what_to_do(monkeypatch, tmp_path):
+    from sandbox_kernel.isolation import default_isolation, make_backend
+    from sandbox_kernel.policy import PRESETS
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert default_isolation() == ("process" if os.name == "posix" else "none")
+    b = make_backend("kernel", PRESETS["strict"], str(tmp_path))
+    events = []
+    done = b.run_cell("1", emit=events.append)
+    assert done["status"] == "error" and done["error"]["ename"] == "SandboxUnavailable"
+    assert "needs Linux" in done["error"]["evalue"] and "'process'" in done["error"]["evalue"]
+    assert b.status()["worker"]["pid"] is None
+    b.shutdown()
