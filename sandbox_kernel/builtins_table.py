@@ -12,7 +12,7 @@ import sys
 
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
-from .gates import SandboxType, is_sandbox_class, runtime_callable
+from .gates import SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
 from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (
@@ -86,6 +86,13 @@ def make_builtins(engine) -> dict:
         return {k: v for k, v in frame.f_locals.items()
                 if not (isinstance(k, str) and (k.startswith("__st_") or k == "__builtins__"))}
 
+    def sandbox_iter(obj, *sentinel):
+        """iter(callable, sentinel) can feed a C loop forever (sum(iter(int, 1))): it ticks per item."""
+        if sentinel:
+            return _ticking_iter(_b.iter(obj, *sentinel), gates)
+        return _b.iter(obj)
+
+    sandbox_iter.__name__ = "iter"
     sandbox_print.__name__ = "print"
     sandbox_locals.__name__ = "locals"
     table.update({
@@ -99,6 +106,7 @@ def make_builtins(engine) -> dict:
         "print": runtime_callable(sandbox_print),
         "display": runtime_callable(engine._display),
         "locals": runtime_callable(sandbox_locals),
+        "iter": runtime_callable(sandbox_iter),
         "__build_class__": gates.build_class,
         # Cells never execute an import bytecode (the rewriter turns every import into a gate call)
         # and cannot name __import__. What does look it up here is C code of a granted library that
@@ -132,6 +140,7 @@ def make_builtins(engine) -> dict:
         "__st_matched__": gates.matched,
         "__st_matchclass__": gates.matchclass,
         "__st_format__": gates.format,
+        "__st_percent__": gates.percent,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })
     return table

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins as _host_builtins
+import contextvars
 import json
 import inspect as _inspect
 import keyword
@@ -54,6 +55,7 @@ class Engine:
     def reset(self) -> None:
         """A fresh namespace (kernel restart, or after a worker was lost)."""
         self.builtins: dict = {}
+        self._context = contextvars.copy_context()
         self.budget = Budget(self.builtins)
         self.namespace: dict = {"__name__": "__main__", "__doc__": None, "__builtins__": self.builtins}
         self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
@@ -83,7 +85,10 @@ class Engine:
         self._charts = []
         self._rich_bytes = 0
         self._limits = limits
-        streams = self._streams = OutputStreams(emit, limits.output_bytes)
+        # The cell runs in the engine's own Context; its events are delivered in the caller's (the
+        # kernel keys its parent message header on a ContextVar).
+        caller = contextvars.copy_context()
+        streams = self._streams = OutputStreams(lambda event: caller.run(emit, event), limits.output_bytes)
         self._emit = streams.emit_event
         started = time.monotonic()
         error = None
@@ -96,6 +101,20 @@ class Engine:
             return self._done(started, policy, error, streams)
 
         body, last = compiled
+        error, tripped = self._context.run(self._execute, body, last, policy, limits, streams, result_before)
+        if tripped is not None and not isinstance(error, LimitExceeded):
+            error = tripped   # the cell swallowed its limit; it still ended because of it
+        if isinstance(error, KeyboardInterrupt):
+            error = _as_cancel(error, policy)
+        report = self._report(error, source) if error is not None else None
+        streams.close()
+        return self._done(started, policy, report, streams)
+
+    def _execute(self, body, last, policy: Policy, limits: Limits, streams, result_before):
+        """Runs in the engine's own contextvars.Context: ContextVars a cell sets (decimal's context,
+        numpy's errstate) persist from cell to cell and never reach the host's code.
+        Returns (the exception the cell ended with or None, the limit that tripped or None)."""
+        error = None
         files = confine.ConfinedFiles(self.workdir, self.gates.deny) if policy.files else confine.NoFiles(self.gates.deny)
         tokens = confine.enter(files, policy.network, self.gates.deny)
         saved_streams = sys.stdout, sys.stderr
@@ -119,16 +138,15 @@ class Engine:
                     error = RecursionError("maximum recursion depth exceeded")
                     error.__traceback__ = exc.__traceback__
         finally:
-            tripped = self.budget.stop()
-            sys.stdout, sys.stderr = saved_streams
-            confine.leave(tokens)
-        if tripped is not None and not isinstance(error, LimitExceeded):
-            error = tripped   # the cell swallowed its limit; it still ended because of it
-        if isinstance(error, KeyboardInterrupt):
-            error = _as_cancel(error, policy)
-        report = self._report(error, source) if error is not None else None
-        streams.close()
-        return self._done(started, policy, report, streams)
+            # each step on its own, so that none can stop the next one from restoring the host
+            try:
+                tripped = self.budget.stop()
+            finally:
+                try:
+                    sys.stdout, sys.stderr = saved_streams
+                finally:
+                    confine.leave(tokens)
+        return error, tripped
 
     def _compile(self, source: str, filename: str, mode: str):
         """(body code, last-expression code or None). The last expression is displayed as in

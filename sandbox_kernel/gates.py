@@ -280,12 +280,33 @@ class Gates:
 
     # -- denial plumbing -------------------------------------------------------------------------
 
+    _quiet = 0   # > 0 while answering hasattr / import *: the question itself is not a denial
+
     def deny(self, exc: SandboxViolation):
         exc.policy = exc.policy or self.policy.name
         exc.set_line(_cell_line())
         exc.args = (exc.sentence(),)
-        self.on_denial(exc)
+        if not self._quiet:
+            self.on_denial(exc)
         raise exc
+
+    def _decision(self, obj, name):
+        """The decision for obj.name, from the caches or freshly made (raises when denied)."""
+        t = type(obj)
+        decision = self._cache.get((t, name))
+        if decision is None and t in _HASHABLE_METACLASSES:
+            decision = self._class_cache.get((obj, name))
+        return decision if decision is not None else self._decide(obj, t, name)
+
+    def _allowed_quietly(self, obj, name) -> bool:
+        self._quiet += 1
+        try:
+            self._decision(obj, name)
+            return True
+        except AttributeError:
+            return False
+        finally:
+            self._quiet -= 1
 
     # -- object rules (pandas.DataFrame.query ...) resolved to identities ------------------------
 
@@ -359,16 +380,22 @@ class Gates:
         is_class = _is_class(obj)
         if t is super:
             return self._decide_super(obj, n)
+        per_instance = False
         if n.startswith("_"):
             if not self._private_readable(obj, is_class, n):
-                self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}",
-                                          "private and dunder attributes are hidden",
-                                          hint=None if n.startswith("__") else
-                                          "private names are readable only on classes defined in the sandbox"))
+                if not n.startswith("__") and self._private_library_subclass(obj, is_class, n):
+                    per_instance = True   # a method of the cell's subclass of a library class
+                else:
+                    self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}",
+                                              "private and dunder attributes are hidden",
+                                              hint=None if n.startswith("__") else
+                                              "private names are readable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
         subst = self._substitute(obj, t, is_class, n)
         decision = subst or _ALLOW
+        if per_instance:
+            return decision
         if not is_class:
             self._cache[(t, name)] = decision
         elif t in _HASHABLE_METACLASSES:
@@ -402,12 +429,30 @@ class Gates:
 
     @staticmethod
     def _private_on_sandbox_class(cls, n) -> bool:
+        """A private name is the cell's when its class is wholly the sandbox's. With a library base
+        (class D(pd.DataFrame)), only methods and class attributes the sandbox defined, of names no
+        library class uses, are; instance state may have been set by the library (D()._mgr)."""
         if not is_sandbox_class(cls):
             return False
+        if _wholly_sandboxed(cls):
+            return True
+        return False   # decided per instance: see _private_library_subclass
+
+    def _private_library_subclass(self, obj, is_class, n) -> bool:
+        cls = obj if is_class else type(obj)
+        if not is_sandbox_class(cls) or _wholly_sandboxed(cls):
+            return False
+        if not is_class:
+            inst = _instance_dict_of(obj)
+            if inst is None or n in inst:
+                return False
+        owner = None
         for k in cls.__mro__:
             if n in k.__dict__:
-                return is_sandbox_class(k) or _structural(k)
-        return _wholly_sandboxed(cls)
+                if not (is_sandbox_class(k) or _structural(k)):
+                    return False
+                owner = owner or k
+        return owner is not None and is_sandbox_class(owner)
 
     def _decide_super(self, obj, n):
         """super() reads follow the rules of the instance it is bound to; super().__setattr__ and
@@ -484,6 +529,8 @@ class Gates:
             return value
         if t in _INTERNAL_TYPES:
             self.deny(AttributeDenied(f"'{name}'", "frames, code objects and tracebacks are hidden"))
+        if t.__module__.startswith("sandbox_kernel") and not issubclass(t, BaseException):
+            self.deny(AttributeDenied(f"'{name}'", "the sandbox's own objects are not available"))
         if id(value) in self._denied_values:
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
         guard = _CALL_GUARDS.get(id(value))
@@ -536,6 +583,13 @@ class Gates:
                 raise
             raise AttributeError(f"module '{modname}' has no attribute '{n}' (try 'import {sub}')") from None
         checked = self._check_value(value, mod, f"{modname}.{n}")
+        if type(value) is dict:
+            # a library's module-level table (np.sctypeDict): readable, never changed by a cell
+            checked = types.MappingProxyType(value)
+        elif type(value) in (list, set):
+            decision = (lambda v, kind: lambda _m: kind(v))(value, type(value))   # a copy per read
+            self._module_cache[(mod, n)] = decision
+            return decision
         if checked is value and type(value) is not ModuleType:
             decision = _ALLOW_PURE
         else:
@@ -561,15 +615,15 @@ class Gates:
     def builtin_hasattr(self, obj, name):
         """A question, not an access: a hidden attribute is simply absent (no denial is recorded)."""
         _normalise(name)
-        saved = self.on_denial
-        self.on_denial = lambda exc: None
+        if not self._allowed_quietly(obj, name):
+            return False
         try:
-            self.getattr(obj, name)
+            self.getattr(obj, name)   # what runs here (a property of the cell's) is recorded as usual
             return True
+        except SandboxViolation:
+            raise
         except AttributeError:
             return False
-        finally:
-            self.on_denial = saved
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -685,6 +739,21 @@ class Gates:
             value = ascii(value)
         return format(value, spec)
 
+    def percent(self, fmt, args):
+        """``"%10d" % x`` with a literal format: widths and precisions are bounded first."""
+        if isinstance(fmt, (str, bytes)):
+            text = fmt if isinstance(fmt, str) else fmt.decode("latin-1")
+            limit = self.max_bytes // 4
+            for width, precision in _PERCENT_FIELD.findall(text):
+                for number in (width, precision):
+                    if number.isdigit() and (len(number) > 9 or int(number) > limit):
+                        self._too_large(f"the %-format field width {number}")
+                if "*" in (width, precision):
+                    values = args if isinstance(args, tuple) else (args,)
+                    if any(type(v) is int and abs(v) > limit for v in values):
+                        self._too_large("a %-format '*' width")
+        return fmt % args
+
     def padded(self, method, width, *rest):
         if type(width) is int and width > self.max_bytes // 4:
             self._too_large(f"padding a str to {width:,} characters")
@@ -700,7 +769,7 @@ class Gates:
                 if n > self.max_bytes:
                     self._too_large(f"{fn.__name__}({n:,})")
             else:
-                n = operator.length_hint(first, 0)
+                n = _estimated_length(first)
                 if n * 8 > self.max_bytes and fn is not sum and fn is not any and fn is not all \
                         and fn is not min and fn is not max:
                     self._too_large(f"{fn.__name__}() of {n:,} items")
@@ -760,18 +829,13 @@ class Gates:
         names = mod.__dict__.get("__all__")
         if not isinstance(names, (list, tuple)):
             names = [n for n in mod.__dict__ if not n.startswith("_")]
-        saved = self.on_denial
-        self.on_denial = lambda exc: None
-        try:
-            for n in names:
-                if type(n) is not str or n.startswith("_"):
-                    continue
-                try:
-                    self.namespace[n] = self.getattr(mod, n)
-                except (AttributeError, SandboxViolation):
-                    continue
-        finally:
-            self.on_denial = saved
+        for n in names:
+            if type(n) is not str or n.startswith("_") or not self._allowed_quietly(mod, n):
+                continue
+            try:
+                self.namespace[n] = self.getattr(mod, n)
+            except (AttributeError, SandboxViolation):
+                continue
 
     # -- match and classes -----------------------------------------------------------------------
 
@@ -837,6 +901,50 @@ class Gates:
         if _is_class(cls):
             _SANDBOX_CLASSES.add(cls)
         return cls
+
+
+_LAZY_WRAPPERS = (map, filter, enumerate)
+
+
+def _estimated_length(it, depth: int = 0) -> int:
+    """length_hint, looking through map/filter/enumerate/zip (which hint 0) to what they wrap:
+    sum(map(abs, range(10**18))) is charged for 10**18 items before C starts on it."""
+    n = operator.length_hint(it, 0)
+    if n or depth > 4:
+        return n
+    t = type(it)
+    if t in _LAZY_WRAPPERS or t is zip:
+        try:
+            args = it.__reduce__()[1]
+        except Exception:
+            return 0
+        inner = [a for a in args if hasattr(type(a), "__iter__") or hasattr(type(a), "__next__")]
+        if t is map:
+            inner = list(args[1:])
+        elif t is filter:
+            inner = list(args[1:2])
+        elif t is enumerate:
+            inner = list(args[:1])
+        lengths = [_estimated_length(a, depth + 1) for a in inner]
+        if not lengths:
+            return 0
+        return min(lengths) if t is zip or t is map else max(lengths)
+    return 0
+
+
+_PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _instance_dict_of(obj):
+    """obj.__dict__ through the C descriptor of its type, or None (never a cell-defined __dict__)."""
+    for k in type(obj).__mro__:
+        d = k.__dict__.get("__dict__")
+        if d is not None:
+            if type(d).__name__ != "getset_descriptor":
+                return None
+            value = d.__get__(obj, type(obj))
+            return value if type(value) is dict else None
+    return None
 
 
 def _is_denial_class(cls) -> bool:
@@ -988,11 +1096,105 @@ def _guard_big_math(fn, gates):
     return runtime_callable(bounded)
 
 
+def _guard_target_is_sandboxed(position_name: str):
+    """Decorators and helpers that write attributes onto their argument (dataclass, update_wrapper,
+    total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made."""
+    def factory(fn, gates):
+        def check(target):
+            if not (is_sandbox_class(target) or is_sandbox_function(target) or
+                    type(target) in (classmethod, staticmethod, property) or
+                    type(target) is functools.partial):
+                gates.deny(CallDenied(f"{fn.__name__}() of {_type_name(target)}",
+                                      f"it changes its {position_name}; only classes and functions "
+                                      f"defined in the cell may be changed"))
+
+        def guarded(*args, **kwargs):
+            targets = list(args[:1]) + [v for k, v in kwargs.items() if k in _TARGET_KEYWORDS]
+            if targets:
+                for target in targets:
+                    check(target)
+                return fn(*args, **kwargs)
+            decorator = fn(**kwargs)            # @dataclass(frozen=True): the class comes later
+
+            def apply(target):
+                check(target)
+                return decorator(target)
+            return runtime_callable(apply)
+        guarded.__name__ = fn.__name__
+        guarded.__doc__ = fn.__doc__
+        guarded.__wrapped__ = fn
+        return runtime_callable(guarded)
+    return factory
+
+
+# The parameter names these helpers give their target (update_wrapper(wrapper=...), no_type_check(arg=...)).
+_TARGET_KEYWORDS = frozenset({"wrapper", "arg", "cls", "f", "funcobj", "enumeration", "func", "obj", "method"})
+
+
+def _guard_wraps(fn, gates):
+    """functools.wraps(w) returns a decorator that writes onto the function it decorates."""
+    def wraps(wrapped, *args, **kwargs):
+        decorator = fn(wrapped, *args, **kwargs)
+
+        def apply(wrapper):
+            if not is_sandbox_function(wrapper) and not is_sandbox_class(wrapper):
+                gates.deny(CallDenied("functools.wraps(...) on a function the cell did not define",
+                                      "it would change that function"))
+            return decorator(wrapper)
+        return runtime_callable(apply)
+    wraps.__name__ = "wraps"
+    wraps.__doc__ = fn.__doc__
+    return runtime_callable(wraps)
+
+
+def _guard_copy(fn, gates):
+    """copy.copy/deepcopy follow __reduce_ex__: a cell-defined one can make the copy machinery
+    update a module's __dict__ or set attributes on a library class."""
+    def guarded(x, *args, **kwargs):
+        cls = type(x)
+        if is_sandbox_class(cls):
+            for k in cls.__mro__:
+                if not is_sandbox_class(k):
+                    continue
+                if any(h in k.__dict__ for h in ("__reduce_ex__", "__reduce__")):
+                    gates.deny(CallDenied(f"copy.{fn.__name__}() of an object with its own __reduce__",
+                                          "define __copy__/__deepcopy__ instead"))
+        return fn(x, *args, **kwargs)
+    guarded.__name__ = fn.__name__
+    guarded.__doc__ = fn.__doc__
+    return runtime_callable(guarded)
+
+
+def _ticking_factory(fn, gates):
+    """Combinatoric iterators have no length hint: list(product(range(1000), repeat=5)) would fill
+    memory in C. The sandbox's versions tick on every item."""
+    def ticking(*args, **kwargs):
+        return _ticking_iter(fn(*args, **kwargs), gates)
+    ticking.__name__ = fn.__name__
+    ticking.__doc__ = fn.__doc__
+    return runtime_callable(ticking)
+
+
+import copy as _copy  # noqa: E402
+import dataclasses as _dataclasses  # noqa: E402
 import math as _math  # noqa: E402
+import typing as _typing  # noqa: E402
 
 _CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard_endless,
                 id(itertools.repeat): _guard_endless, id(_math.factorial): _guard_big_math,
-                id(_math.comb): _guard_big_math, id(_math.perm): _guard_big_math}
+                id(_math.comb): _guard_big_math, id(_math.perm): _guard_big_math,
+                id(_copy.copy): _guard_copy, id(_copy.deepcopy): _guard_copy,
+                id(functools.wraps): _guard_wraps,
+                id(functools.update_wrapper): _guard_target_is_sandboxed("wrapper"),
+                id(functools.total_ordering): _guard_target_is_sandboxed("class"),
+                id(_dataclasses.dataclass): _guard_target_is_sandboxed("class"),
+                id(_typing.no_type_check): _guard_target_is_sandboxed("argument"),
+                id(_typing.final): _guard_target_is_sandboxed("argument"),
+                id(_typing.runtime_checkable): _guard_target_is_sandboxed("class"),
+                id(abc.abstractmethod): _guard_target_is_sandboxed("function"),
+                id(enum.unique): _guard_target_is_sandboxed("class")}
+for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
+    _CALL_GUARDS[id(getattr(itertools, _name))] = _ticking_factory
 _KEEP: list = []
 
 

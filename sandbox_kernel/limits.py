@@ -27,6 +27,11 @@ import time
 from .denials import Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded
 
 CHUNK = 10_000
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Where a cell's teardown runs: an alarm landing here must not raise (it would escape run_cell).
+# Gates are not here: a cell spends its time inside them (a big multiplication), and a limit raised
+# there is the cell's.
+_TEARDOWN_FILES = frozenset(os.path.join(_HERE, f) for f in ("engine.py", "limits.py", "streams.py", "confine.py"))
 ALARM_INTERVAL = 0.05
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -229,11 +234,16 @@ class Budget:
 
     def _on_alarm(self, signum, frame):
         """Interrupts pure-Python code between any two bytecodes, and blocking calls such as
-        time.sleep; C code that never returns to the interpreter needs the worker's hard kill."""
-        if self.running:
-            if self.on_alarm is not None:
-                self.on_alarm()
-            self.check()
+        time.sleep; C code that never returns to the interpreter needs the worker's hard kill.
+        It never raises inside the runtime's own code (a gate, the engine tearing a cell down): the
+        next alarm or tick raises instead, in the cell's code or a library it called."""
+        if not self.running:
+            return
+        if self.on_alarm is not None:
+            self.on_alarm()
+        if frame is not None and frame.f_code.co_filename in _TEARDOWN_FILES:
+            return
+        self.check()
 
 
 def _raise_idle():

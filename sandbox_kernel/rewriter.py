@@ -21,6 +21,9 @@ FORBIDDEN_NAMES = frozenset({
     # numpy builds arrays over any address an object's array interface names: a class that defines
     # one reads and writes the process's memory.
     "__array_interface__", "__array_struct__",
+    # copy/deepcopy follow __reduce__ to any callable and then update the result's __dict__: a cell's
+    # own __reduce__ could make them write into a module or a library class.
+    "__reduce__", "__reduce_ex__",
 })
 # Bound only by Python itself; a cell may read them but not rebind them.
 READ_ONLY_NAMES = frozenset({"__class__", "__name__", "__qualname__", "__module__"})
@@ -440,10 +443,14 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_BinOp(self, node):
         """'a * b' becomes '__st_binop__(a, "*", b)', which refuses results that would be too large;
-        likewise ** and <<. Other operators are unchanged."""
+        likewise ** and <<; '"%10d" % x' (a literal format) becomes '__st_percent__("%10d", x)', which
+        bounds field widths. Other operators are unchanged."""
         op = type(node.op)
         left = self.visit(node.left)
         right = self.visit(node.right)
+        if op is ast.Mod and (isinstance(node.left, ast.JoinedStr) or isinstance(node.left, ast.Constant)
+                              and isinstance(node.left.value, (str, bytes))):
+            return ast.copy_location(_call("percent", left, right), node)
         if op in _OP_NAMES and not self._cheap_binop(op, node.left, node.right):
             return ast.copy_location(_call("binop", left, _const(_OP_NAMES[op]), right), node)
         node.left, node.right = left, right

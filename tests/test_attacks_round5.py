@@ -49,8 +49,6 @@ def test_percent_width_not_literal(src):
 
 # --- copy guard checks only the top-level object -------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (host write): the copy guard inspects only the object passed in; "
-                                       "copy.deepcopy([X()]) reaches X.__reduce_ex__ and updates math.__dict__")
 @pytest.mark.parametrize("call", ["copy.deepcopy([X()])", "copy.deepcopy({'k': X()})", "copy.deepcopy((X(),))",
                                   "copy.deepcopy(Holder())"])
 def test_copy_guard_nested(sandbox, call):
@@ -71,9 +69,6 @@ def test_copy_guard_nested(sandbox, call):
 
 # --- the "target must be the cell's" guard only looks at a positional target ---------------------------
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (host write): _guard_target_is_sandboxed checks args[0] only; "
-                                       "passing the target by keyword (update_wrapper(wrapper=math, ...), "
-                                       "no_type_check(arg=pd.DataFrame)) calls the helper unchecked")
 @pytest.mark.parametrize("call,probe", [
     ("functools.update_wrapper(wrapper=math, wrapped=f)", "math"),
     ("typing.no_type_check(arg=pd.DataFrame)", "DataFrame"),
