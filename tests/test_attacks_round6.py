@@ -1,0 +1,45 @@
+"""Must-block, sixth round: C consumers of huge iterators that are not among the sized builtins."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+CHILD = textwrap.dedent("""
+    import dataclasses, json, sys, tempfile
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    p = PRESETS["data-science"]
+    eng = Engine(p, workdir=tempfile.mkdtemp())
+    done = eng.run_cell(sys.argv[1], emit=lambda e: None,
+                        limits=dataclasses.replace(p.limits, timeout=1.0, ticks=10**7, memory_mb=256))
+    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename")}))
+""")
+
+
+def _cap():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS (DoS): C consumers outside the sized builtins (collections.deque, "
+                                       "math.fsum, statistics.fmean, sum over itertools.islice) loop over range(10**18) "
+                                       "in C; the 1 s limit cannot fire")
+@pytest.mark.parametrize("src", [
+    "import collections\ncollections.deque(range(10**18), maxlen=0)",
+    "import math\nmath.fsum(range(10**18))",
+])
+def test_c_consumers_of_huge_ranges_end(src):
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=2.5,
+                             cwd=os.path.dirname(os.path.dirname(__file__)), preexec_fn=_cap)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the cell ran past its 1 s limit ({time.monotonic() - t0:.1f}s)")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded", "SizeDenied"), result
