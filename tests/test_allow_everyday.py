@@ -173,3 +173,16 @@ def test_singledispatch(run):
             "@show.register\ndef _(x: int):\n    return 'int'\n@show.register(list)\ndef _(x):\n    return 'list'\n"
             "print(show(1), show([1]), show('s'))")
     assert r.ok and r.stdout == "int list obj\n", r
+
+
+@pytest.mark.parametrize("name", ["dataclasses", "enums", "generators", "match-statements", "fstrings-and-format",
+                                  "exceptions-cause-context", "stdlib-mix", "async-await", "closures-nonlocal"])
+def test_pure_python_runs_under_strict(strict, name):
+    import textwrap
+
+    from test_allow_language import PROGRAMS
+    src, expected = PROGRAMS[name]
+    r = strict.run(textwrap.dedent(src))
+    assert r.ok, r
+    assert r.stdout == expected, r
+    assert r.denials == [], r
