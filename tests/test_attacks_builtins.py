@@ -139,8 +139,9 @@ FORBIDDEN_IMPORTS = [
     "import pandas.io.pickle", "import pandas.core.computation.eval", "import pandas._libs",
     "import pandas.io.clipboards", "import plotly.offline", "import plotly.io.kaleido", "import scipy._lib",
     "import sandbox_test_host_secret", "import site", "import zipimport", "import atexit", "import logging",
-    "import time\nx = time.process_time", "import uuid\nx = uuid.getnode", "import operator\nx = operator.attrgetter",
-    "import operator\nx = operator.methodcaller",
+    "import time\nx = time.process_time", "import uuid\nx = uuid.getnode", "import operator\nx = operator.attrgetter('__class__.__mro__')(1)",
+    "import operator\nx = operator.methodcaller('__reduce_ex__', 2)(1)",
+    "import operator\nx = operator.attrgetter('gi_frame')((i for i in [1]))",
 ]
 
 
