@@ -2,7 +2,7 @@
 """Overhead of the sandbox versus plain CPython and stock ipykernel, in one interleaved run.
 
     python bench/run.py                 # full run (about 10-15 minutes on 2 cores)
-    python bench/run.py --quick         # fewer repetitions, half-size workloads (< 60 s)
+    python bench/run.py --quick         # fewer repetitions, quarter-size workloads (< 60 s)
     python bench/run.py --json out.json --only loop_arith,oop_attrs --modes plain,engine
 
 Modes (each skipped with a note when it cannot run):
@@ -315,7 +315,7 @@ def log(*args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 repetitions, half-size workloads (< 60 s)")
+    ap.add_argument("--quick", action="store_true", help="3 repetitions, quarter-size workloads (< 60 s)")
     ap.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     ap.add_argument("--only", metavar="NAMES", help="comma-separated workload names")
     ap.add_argument("--modes", metavar="MODES", default=",".join(ALL_MODES),
@@ -333,7 +333,7 @@ def main(argv=None):
 
     reps = args.reps or (3 if args.quick else 11)
     trivial_reps = args.trivial_reps or (10 if args.quick else 60)
-    scale = args.scale or (0.5 if args.quick else 1.0)
+    scale = args.scale or (0.25 if args.quick else 1.0)
     names = [n.strip() for n in args.only.split(",")] if args.only else list(WORKLOADS)
     for n in names:
         if n not in WORKLOADS:
