@@ -139,6 +139,7 @@ def make_builtins(engine) -> dict:
         "__st_importstar__": gates.importstar,
         "__st_matched__": gates.matched,
         "__st_matchclass__": gates.matchclass,
+        "__st_matchvalue__": gates.matchvalue,
         "__st_format__": gates.format,
         "__st_percent__": gates.percent,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),

@@ -16,11 +16,27 @@ import io
 import os
 import socket
 import sys
+import threading
 
 from .denials import FileDenied, NetworkDenied, OperationDenied
 
 _FS: contextvars.ContextVar = contextvars.ContextVar("sandbox_fs", default=None)
 _NET_DENIED: contextvars.ContextVar = contextvars.ContextVar("sandbox_net_denied", default=False)
+
+
+_RESOLVING = threading.local()
+
+
+def _realpath(path) -> str:
+    """realpath with the host's own lstat: our stat guard must not answer for our own checks (it
+    would hide a symlink that leaves the working directory)."""
+    if getattr(_RESOLVING, "active", False):
+        return os.path.realpath(path)
+    _RESOLVING.active = True
+    try:
+        return os.path.realpath(path)
+    finally:
+        _RESOLVING.active = False
 
 
 def _read_only_roots() -> tuple[str, ...]:
@@ -42,8 +58,9 @@ def _read_only_roots() -> tuple[str, ...]:
     for entry in sys.path:
         if entry and os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages"):
             roots.add(entry)
-    roots.update(("/usr/share/zoneinfo", "/usr/lib/python3/dist-packages"))
-    return tuple(sorted({os.path.realpath(r) for r in roots if r}))
+    # time zones; and the cgroup limits numpy, pandas and BLAS read to size their thread pools
+    roots.update(("/usr/share/zoneinfo", "/usr/lib/python3/dist-packages", "/sys/fs/cgroup"))
+    return tuple(sorted({_realpath(r) for r in roots if r}))
 
 
 _READ_ONLY_MODES = frozenset("rbt")
@@ -53,7 +70,7 @@ class ConfinedFiles:
     """Paths resolve inside ``root``; anything that leaves it (.., absolute, symlinks) is refused."""
 
     def __init__(self, root: str, deny):
-        self.root = os.path.realpath(root)
+        self.root = _realpath(root)
         self._deny = deny   # raises the denial (records it, adds the line)
 
     def library_open(self, file, mode="r", *args, **kwargs):
@@ -69,11 +86,18 @@ class ConfinedFiles:
         full = _installation_path(path) if isinstance(path, (str, bytes, os.PathLike)) else None
         return full if full is not None else self.resolve(path)
 
+    def translate_probe(self, path) -> str | None:
+        raw = os.fsdecode(os.fspath(path))
+        full = _realpath(os.path.join(self.root, raw))
+        if full == self.root or full.startswith(self.root + os.sep) or _installation_path(full) is not None:
+            return full
+        return None
+
     def check_path(self, path, writes: bool) -> None:
         """The audit hook's check of a path some code is about to open (relative to the process's
         working directory, as the OS will see it)."""
         raw = os.fsdecode(os.fspath(path))
-        full = os.path.realpath(raw)
+        full = _realpath(raw)
         if full == self.root or full.startswith(self.root + os.sep):
             if writes:
                 self._check_hidden(full, raw if not os.path.isabs(raw) else os.path.relpath(full, self.root))
@@ -102,7 +126,7 @@ class ConfinedFiles:
         if "\0" in raw:
             raise ValueError("embedded null byte")
         shown = raw if not os.path.isabs(raw) else "an absolute path"
-        full = os.path.realpath(os.path.join(self.root, raw))
+        full = _realpath(os.path.join(self.root, raw))
         if full != self.root and not full.startswith(self.root + os.sep):
             self._deny(FileDenied(shown, "paths must stay inside the sandbox working directory",
                                   hint="use a relative path such as 'data.csv'"))
@@ -127,12 +151,34 @@ class ConfinedFiles:
         return _ORIGINAL_OPEN(full, mode, *args, **kwargs)
 
 
+def _import_roots() -> tuple[str, ...]:
+    """sys.path directories (an editable install, a PYTHONPATH library) are read like the installation,
+    except any that hold the home directory: the kernel starts with -P, so the working directory is
+    not among them."""
+    key = tuple(sys.path)
+    if _IMPORT_ROOTS[0] != key:
+        _IMPORT_ROOTS[:] = [key, ()]   # while computing, a nested call sees no extra roots
+        home = _realpath(os.path.expanduser("~"))
+        roots = []
+        for entry in key:
+            if not entry:
+                continue
+            full = _realpath(entry)
+            if os.path.isdir(full) and full != "/" and not (home == full or home.startswith(full + os.sep)):
+                roots.append(full)
+        _IMPORT_ROOTS[:] = [key, tuple(roots)]
+    return _IMPORT_ROOTS[1]
+
+
+_IMPORT_ROOTS: list = [None, ()]
+
+
 def _installation_path(path) -> str | None:
     raw = os.fsdecode(os.fspath(path))
     if not os.path.isabs(raw):
         return None
-    full = os.path.realpath(raw)
-    for root in _READ_ONLY:
+    full = _realpath(raw)
+    for root in _READ_ONLY + _import_roots():
         if full == root or full.startswith(root + os.sep):
             return full
     return None
@@ -164,13 +210,17 @@ class NoFiles:
         return full if full is not None else self.resolve(path)
 
     def check_path(self, path, writes: bool) -> None:
-        if not writes and _installation_path(os.path.realpath(os.fsdecode(os.fspath(path)))) is not None:
+        if not writes and _installation_path(_realpath(os.fsdecode(os.fspath(path)))) is not None:
             return
         self.resolve(path)
 
     def refuse_operation(self, event: str) -> None:
         self._deny(OperationDenied(event, "the sandbox does not start processes, load native code, "
                                           "unpickle or change the process"))
+
+    def translate_probe(self, path) -> str | None:
+        raw = os.fsdecode(os.fspath(path))
+        return raw if os.path.isabs(raw) and _installation_path(raw) is not None else None
 
 
 # -- process-wide entry points, dispatching on the cell's context --------------------------------
@@ -208,6 +258,33 @@ def _guard_os(name):
             args[i] = resolve("." if args[i] is None else args[i])
         kwargs.pop("dir_fd", None)
         return original(*args, **kwargs)
+    guarded.__name__ = name
+    return guarded
+
+
+
+
+def _guard_stat(name):
+    """os.stat/lstat/access for libraries (os.path.exists, Path.is_dir): relative paths are the
+    working directory's; a path outside it and the installation simply does not exist, so a probe
+    neither reveals host files nor counts as a refusal."""
+    original = getattr(os, name)
+
+    def guarded(path, *args, **kwargs):
+        fs = _FS.get()
+        if fs is None or isinstance(path, int) or getattr(_RESOLVING, "active", False):
+            return original(path, *args, **kwargs)   # realpath() below stats through us: no recursion
+        _RESOLVING.active = True   # our own checks below stat through the host's functions
+        try:
+            full = fs.translate_probe(path)
+        finally:
+            _RESOLVING.active = False
+        if full is None:
+            if name == "access":
+                return False
+            raise FileNotFoundError(2, "No such file or directory", os.fsdecode(os.fspath(path)))
+        kwargs.pop("dir_fd", None)
+        return original(full, *args, **kwargs)
     guarded.__name__ = name
     return guarded
 
@@ -253,6 +330,13 @@ def _replace_open_aliases() -> None:
         for attr, value in list(namespace.items()):
             if value is _ORIGINAL_OPEN:
                 namespace[attr] = _guarded_open
+    # numpy's DataSource keeps io.open in a table made when numpy was imported
+    datasource = sys.modules.get("numpy.lib._datasource")
+    openers = getattr(getattr(datasource, "_file_openers", None), "_file_openers", None)
+    if isinstance(openers, dict):
+        for key, value in list(openers.items()):
+            if value is _ORIGINAL_OPEN:
+                openers[key] = _guarded_open
 
 
 _ARRAY_INTERFACE_NAMES = frozenset({"__array_interface__", "__array_struct__"})
@@ -297,7 +381,7 @@ _PROCESS_EVENTS = frozenset({
     # (ctypes events are not here: granted libraries load ctypes when imported, and cells cannot
     # reach ctypes at all; a library that misuses it is what the worker level's OS layers are for)
     "code.__new__", "function.__new__", "sys.addaudithook", "sys._current_frames", "sys.settrace",
-    "sys.setprofile", "cpython.remote_debugger_script", "os.setuid", "os.setgid", "mmap.__new__",
+    "sys.setprofile", "cpython.remote_debugger_script", "os.setuid", "os.setgid",
     "sqlite3.connect", "sqlite3.enable_load_extension", "sqlite3.load_extension",
     "pickle.find_class", "winreg.OpenKey", "resource.setrlimit", "resource.prlimit",
     "signal.pthread_kill", "sys.remote_exec",
@@ -313,14 +397,16 @@ _NETWORK_EVENTS = frozenset({
 def _on_import_path(path) -> bool:
     if not isinstance(path, (str, bytes, os.PathLike)):
         return False
-    full = os.path.realpath(os.fsdecode(os.fspath(path)))
-    return any(entry and os.path.realpath(entry) == full for entry in sys.path)
+    full = _realpath(os.fsdecode(os.fspath(path)))
+    return any(entry and _realpath(entry) == full for entry in sys.path)
 
 
 def _audit(event, args):
     fs = _FS.get()
     if fs is None:
-        return
+        fs = _thread_confinement()
+        if fs is None:
+            return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, 0))[:3]
         if isinstance(path, int) or path is None:
@@ -341,6 +427,15 @@ def _audit(event, args):
         from urllib.parse import unquote, urlsplit
 
         fs.check_path(unquote(urlsplit(args[0]).path) or "/", False)
+        return
+    if event == "mmap.__new__":
+        fileno = args[0] if args else -1
+        if isinstance(fileno, int) and fileno >= 0:
+            try:
+                target = os.readlink(f"/proc/self/fd/{fileno}")
+            except OSError:
+                fs.refuse_operation(event)
+            fs.check_path(target, False)
         return
     if event in _PROCESS_EVENTS:
         fs.refuse_operation(event)
@@ -366,20 +461,40 @@ def install() -> None:
     _guard_enum_namespace()
     for name in _ORIGINAL_OS:
         setattr(os, name, _guard_os(name))
+    for name in ("stat", "lstat", "access"):
+        setattr(os, name, _guard_stat(name))
     for name in _ORIGINAL_SOCKET:
         setattr(socket.socket, name, _guard_socket(name))
     socket.getaddrinfo = _guarded_getaddrinfo
     _installed = True
 
 
+# Threads a library starts while a cell runs (pandas' parallel reader, a thread pool) do not inherit the
+# cell's context: the audit hook confines every thread that did not exist before the first cell started,
+# during cells, with the running cell's rules.
+_ACTIVE: list = [None]            # the running cell's files object, or None between cells
+_HOST_THREADS: set = set()        # threads that existed before any cell ran: the kernel's own
+
+
+def _thread_confinement():
+    files = _ACTIVE[0]
+    if files is None or threading.get_ident() in _HOST_THREADS:
+        return None
+    return files
+
+
 def enter(files, network_allowed: bool, net_deny):
     """Confine the current context; returns tokens for leave()."""
     global _net_deny
     _net_deny = net_deny
+    if not _HOST_THREADS:
+        _HOST_THREADS.update(t.ident for t in threading.enumerate())
+    _ACTIVE[0] = files
     return _FS.set(files), _NET_DENIED.set(not network_allowed)
 
 
 def leave(tokens) -> None:
     fs_token, net_token = tokens
+    _ACTIVE[0] = None
     _FS.reset(fs_token)
     _NET_DENIED.reset(net_token)

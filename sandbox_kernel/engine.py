@@ -137,6 +137,7 @@ class Engine:
                 if isinstance(exc, StopIteration) and self.budget.chain_lost():
                     error = RecursionError("maximum recursion depth exceeded")
                     error.__traceback__ = exc.__traceback__
+                self._message_of(error)   # a cell's own __str__ runs now, inside the limits
         finally:
             # each step on its own, so that none can stop the next one from restoring the host
             try:
@@ -147,6 +148,23 @@ class Engine:
                 finally:
                     confine.leave(tokens)
         return error, tripped
+
+    def _message_of(self, exc: BaseException) -> str:
+        """The exception's message, computed once while the cell's limits still hold (a cell-defined
+        __str__ may loop or raise); cached on the engine for _report."""
+        if getattr(self, "_messages_for", None) is exc:
+            return self._message
+        if _is_ours(exc):
+            message = exc.sentence()
+        else:
+            try:
+                message = str(exc)
+                if type(message) is not str:
+                    message = str.__str__(message)
+            except BaseException:  # noqa: B902 - a message that cannot be rendered is reported as such
+                message = f"<the message of this {type(exc).__name__} could not be rendered>"
+        self._messages_for, self._message = exc, message
+        return message
 
     def _compile(self, source: str, filename: str, mode: str):
         """(body code, last-expression code or None). The last expression is displayed as in
@@ -216,7 +234,7 @@ class Engine:
     def _report(self, exc: BaseException, source: str) -> dict:
         denial = None
         line = _innermost_cell_line(exc)
-        if isinstance(exc, (SandboxViolation, LimitExceeded)):
+        if _is_ours(exc):
             exc.set_line(line)
             denial = exc.record()
             if isinstance(exc, (ValidationDenied, LimitExceeded)) or not any(
@@ -225,7 +243,7 @@ class Engine:
         elif isinstance(exc, SyntaxError):
             line = exc.lineno
         ename = type(exc).__name__
-        evalue = self._scrub(exc.sentence() if isinstance(exc, (SandboxViolation, LimitExceeded)) else str(exc))
+        evalue = self._scrub(exc.sentence() if _is_ours(exc) else self._message_of(exc))
         traceback = self._traceback(exc, ename, evalue)
         event = {"type": "error", "ename": ename, "evalue": evalue, "traceback": traceback, "denial": denial}
         self._emit(event)
@@ -461,6 +479,11 @@ def _drive(coro):
                 raise RuntimeError("awaiting objects of an external event loop is not supported in the sandbox")
     except StopIteration as stop:
         return stop.value
+
+
+def _is_ours(exc: BaseException) -> bool:
+    """A refusal or limit of the runtime itself (cells cannot subclass these; checked exactly anyway)."""
+    return isinstance(exc, (SandboxViolation, LimitExceeded)) and type(exc).__module__ == "sandbox_kernel.denials"
 
 
 def _innermost_cell_line(exc: BaseException) -> int | None:

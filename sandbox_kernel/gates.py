@@ -21,6 +21,7 @@ import builtins as _host_builtins
 import enum
 import functools
 import importlib
+import io
 import itertools
 import operator
 import re
@@ -78,7 +79,7 @@ asyncio _asyncio concurrent tempfile sqlite3 _sqlite3 mmap resource platform sys
 zipimport atexit faulthandler tracemalloc pdb bdb trace timeit doctest pydoc IPython ipykernel
 jupyter_client zmq traitlets sandbox_kernel cffi _cffi_backend fcntl termios select selectors
 shelve dbm _dbm _gdbm tarfile zipfile pathlib glob _io _frozen_importlib _frozen_importlib_external
-copyreg weakref _weakref sysconfig _sysconfigdata logging warnings _warnings contextvars
+copyreg weakref _weakref sysconfig _sysconfigdata logging contextvars
 """.split())
 
 # Builtins that are never handed out, even when a library re-exports them.
@@ -86,7 +87,7 @@ _DANGEROUS_BUILTINS = {id(getattr(_host_builtins, n)) for n in (
     "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "getattr", "setattr",
     "delattr", "breakpoint", "input", "help", "exit", "quit", "dir", "__build_class__", "memoryview",
 ) if hasattr(_host_builtins, n)}
-_DANGEROUS_BUILTINS |= {id(operator.attrgetter), id(operator.methodcaller), id(string.Formatter)}
+_DANGEROUS_BUILTINS |= {id(string.Formatter)}
 
 _NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
 _INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
@@ -239,9 +240,9 @@ class _GatedFormatter(string.Formatter):
         first, rest = _string.formatter_field_name_split(field_name)
         obj = self.get_value(first, args, kwargs)
         for is_attr, key in rest:
-            if is_attr and type(key) is str and key.startswith("_"):
+            if is_attr and type(key) is str and key.startswith("__"):
                 self._gates.deny(AttributeDenied(f"'{key}' in a format field",
-                                                 "format fields may read public attributes only"))
+                                                 "format fields may not read dunder attributes"))
             obj = self._gates.getattr(obj, key) if is_attr else obj[key]
         return obj, first
 
@@ -418,6 +419,8 @@ class Gates:
         if n.startswith("__") and n.endswith("__"):
             if n in SAFE_DUNDERS:
                 return True
+            if obj is object and n in ("__setattr__", "__delattr__"):
+                return True   # replaced by the gated stand-in (_substitute)
             if n == "__dict__":
                 cls = obj if is_class else type(obj)
                 return is_sandbox_class(cls) and _wholly_sandboxed(cls)
@@ -496,6 +499,13 @@ class Gates:
 
     def _substitute(self, obj, t, is_class, n):
         """Safe stand-ins for a few attributes whose real value would escape the gates."""
+        if is_class and obj is object and n in ("__setattr__", "__delattr__"):
+            # the frozen-dataclass idiom object.__setattr__(self, "b", v), through the write gate
+            write = self.write
+            if n == "__setattr__":
+                return lambda _o: runtime_callable(
+                    lambda target, attr, value: object.__setattr__(write(target, attr), attr, value))
+            return lambda _o: runtime_callable(lambda target, attr: object.__delattr__(write(target, attr), attr))
         if n in ("format", "format_map"):
             if (is_class and issubclass(obj, str)) or (not is_class and isinstance(obj, str)):
                 fmt = self.formatter
@@ -542,7 +552,7 @@ class Gates:
                 # from a dict the cell chose; cells get the one-argument type instead. Subclass
                 # abc.ABC or enum.Enum to use them.
                 return SandboxType
-            if _origin(value) in FORBIDDEN_ORIGINS and not _is_denial_class(value):
+            if _origin(value) in FORBIDDEN_ORIGINS and not _is_denial_class(value) and value not in _MEMORY_FILES:
                 self.deny(AttributeDenied(f"'{name}'", f"classes from '{value.__module__}' are not available"))
             return value
         if t is FunctionType or t is BuiltinFunctionType or t is functools.partial:
@@ -773,8 +783,8 @@ class Gates:
                 if n * 8 > self.max_bytes and fn is not sum and fn is not any and fn is not all \
                         and fn is not min and fn is not max:
                     self._too_large(f"{fn.__name__}() of {n:,} items")
-            if n > 1000 and self.budget is not None:
-                self.budget.charge(n)
+            if n > 1000 and self.budget is not None and type(first) is not int:
+                self.budget.charge(n)   # items consumed in C count as ticks; bytes(n) is one memset
         return fn(*args, **kwargs)
 
     def pow(self, base, exp, mod=None):
@@ -846,6 +856,11 @@ class Gates:
                 self._check_value(v, None, "a value bound by a class pattern")
         return True
 
+    def matchvalue(self, value):
+        """``case Color.RED:`` needs a dotted name in the pattern: the gated value goes in a box whose
+        one attribute the pattern reads."""
+        return _MatchValueBox(value)
+
     def matchclass(self, cls, keyword_names):
         """``case C(x, k=y)``: a stand-in for C whose isinstance check reads every attribute the
         pattern will read (C.__match_args__ and the keywords) through the attribute gate first."""
@@ -891,6 +906,8 @@ class Gates:
         for b in bases:
             if b is SandboxType or (_is_class(b) and issubclass(b, type)):
                 self.deny(BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox"))
+            if _is_class(b) and b.__module__ == "sandbox_kernel.denials":
+                self.deny(BuiltinDenied(f"a subclass of {b.__name__}", "the sandbox's refusals cannot be imitated"))
         meta = kwargs.get("metaclass")
         if meta is SandboxType:
             kwargs.pop("metaclass")
@@ -935,6 +952,13 @@ def _estimated_length(it, depth: int = 0) -> int:
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
+class _MatchValueBox:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
 def _instance_dict_of(obj):
     """obj.__dict__ through the C descriptor of its type, or None (never a cell-defined __dict__)."""
     for k in type(obj).__mro__:
@@ -945,6 +969,10 @@ def _instance_dict_of(obj):
             value = d.__get__(obj, type(obj))
             return value if type(value) is dict else None
     return None
+
+
+# In-memory files live in _io, a forbidden origin (it also holds FileIO and open): these two are data.
+_MEMORY_FILES = (io.StringIO, io.BytesIO)
 
 
 def _is_denial_class(cls) -> bool:
@@ -1147,6 +1175,56 @@ def _guard_wraps(fn, gates):
     return runtime_callable(wraps)
 
 
+def _guard_attrgetter(fn, gates):
+    """operator.attrgetter('a.b') reads through the attribute gate."""
+    def attrgetter(*names):
+        for name in names:
+            if type(name) is not str:
+                raise TypeError("attribute name must be a string")
+        paths = [name.split(".") for name in names]
+
+        def get(obj):
+            values = []
+            for path in paths:
+                value = obj
+                for part in path:
+                    value = gates.builtin_getattr(value, part)
+                values.append(value)
+            return values[0] if len(values) == 1 else tuple(values)
+        return runtime_callable(get)
+    attrgetter.__doc__ = fn.__doc__
+    return runtime_callable(attrgetter)
+
+
+def _guard_methodcaller(fn, gates):
+    def methodcaller(name, *args, **kwargs):
+        if type(name) is not str:
+            raise TypeError("method name must be a string")
+        return runtime_callable(lambda obj: gates.builtin_getattr(obj, name)(*args, **kwargs))
+    methodcaller.__doc__ = fn.__doc__
+    return runtime_callable(methodcaller)
+
+
+def _guard_singledispatch(fn, gates):
+    """register() reads implementations' annotations with typing.get_type_hints, which evaluates
+    string annotations outside the rewriter: only evaluated (non-string) annotations are accepted."""
+    def singledispatch(func):
+        dispatcher = fn(func)
+        register = dispatcher.register
+
+        def guarded_register(cls, func=None):
+            target = cls if func is None and not isinstance(cls, type) else func
+            annotations = getattr(target, "__annotations__", None) if target is not None else None
+            if isinstance(annotations, dict) and any(isinstance(a, str) for a in annotations.values()):
+                gates.deny(CallDenied("register() with string annotations",
+                                      "annotations given as strings would be evaluated outside the sandbox"))
+            return register(cls, func) if func is not None else register(cls)
+        dispatcher.register = runtime_callable(guarded_register)
+        return dispatcher
+    singledispatch.__doc__ = fn.__doc__
+    return runtime_callable(singledispatch)
+
+
 def _guard_copy(fn, gates):
     """copy.copy/deepcopy follow __reduce_ex__: a cell-defined one can make the copy machinery
     update a module's __dict__ or set attributes on a library class."""
@@ -1192,7 +1270,9 @@ _CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard
                 id(_typing.final): _guard_target_is_sandboxed("argument"),
                 id(_typing.runtime_checkable): _guard_target_is_sandboxed("class"),
                 id(abc.abstractmethod): _guard_target_is_sandboxed("function"),
-                id(enum.unique): _guard_target_is_sandboxed("class")}
+                id(enum.unique): _guard_target_is_sandboxed("class"),
+                id(operator.attrgetter): _guard_attrgetter, id(operator.methodcaller): _guard_methodcaller,
+                id(functools.singledispatch): _guard_singledispatch}
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     _CALL_GUARDS[id(getattr(itertools, _name))] = _ticking_factory
 _KEEP: list = []

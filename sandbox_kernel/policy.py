@@ -202,11 +202,15 @@ _STRICT_MODULES = (
     ModuleRule("zoneinfo", allow=("ZoneInfo",)),
     ModuleRule("collections"),
     ModuleRule("itertools"),
-    # singledispatch's register() evaluates string annotations with eval() (unrewritten code).
-    ModuleRule("functools", deny=("singledispatch", "singledispatchmethod")),
-    # attrgetter/methodcaller read attributes past the gate; mul/pow/lshift past the size checks.
-    ModuleRule("operator", deny=("attrgetter", "methodcaller", "mul", "imul", "pow", "ipow", "lshift",
-                                 "ilshift", "__*")),
+    # singledispatchmethod's register() evaluates string annotations with eval() (unrewritten code);
+    # singledispatch is handed out with a register() that refuses them.
+    ModuleRule("functools", deny=("singledispatchmethod",)),
+    ModuleRule("contextlib", deny=("chdir",)),
+    # filters are process-wide in-process, which is harmless; showwarning & co. stay the host's
+    ModuleRule("warnings", allow=("warn", "filterwarnings", "simplefilter", "catch_warnings", "resetwarnings",
+                                  "*Warning")),
+    # attrgetter/methodcaller are handed out gated; mul/pow/lshift would skip the size checks.
+    ModuleRule("operator", deny=("mul", "imul", "pow", "ipow", "lshift", "ilshift", "__*")),
     ModuleRule("re"),
     ModuleRule("random"),
     ModuleRule("string", deny=("Formatter",)),
@@ -242,7 +246,7 @@ ALWAYS_DENIED_MODULES = (
     "pkgutil", "zipimport", "atexit", "faulthandler", "tracemalloc", "dis", "pdb", "bdb", "trace",
     "timeit", "doctest", "unittest", "pydoc", "IPython", "ipykernel", "jupyter_client", "zmq",
     "traitlets", "sandbox_kernel", "cffi", "types", "weakref", "copyreg", "shelve", "dbm", "tarfile",
-    "zipfile", "fcntl", "termios", "select", "selectors", "logging", "warnings", "contextvars",
+    "zipfile", "fcntl", "termios", "select", "selectors", "logging", "contextvars",
     "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing", "numpy.lib.format",
     "numpy.lib.npyio", "pandas.compat", "numpy.core",
     # pandas' internals: apply machinery that reaches eval/query by name, I/O plumbing, helpers

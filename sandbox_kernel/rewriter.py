@@ -577,8 +577,19 @@ class Rewriter(ast.NodeTransformer):
                 self._captures.append(name)
 
     def visit_MatchValue(self, node):
-        """'case a.B:' the value is rewritten (attribute reads are gated)."""
-        node.value = self.visit(node.value)
+        """'case a.B:' (a dotted name, whose reads must be gated, but a pattern must stay a dotted
+        name) becomes '__st_mv1__ = __st_matchvalue__(__st_getattr__(a, "B"))' before the match and
+        'case __st_mv1__.v:'. Literal values are unchanged."""
+        if not isinstance(node.value, ast.Attribute):
+            node.value = self.visit(node.value)
+            return node
+        self._match_classes += 1
+        temp = f"{GATE_PREFIX}mv{self._match_classes}__"
+        box = _call("matchvalue", self.visit(node.value))
+        self._hoisted[-1].append(ast.copy_location(
+            ast.Assign(targets=[ast.Name(id=temp, ctx=ast.Store())], value=box), node))
+        node.value = ast.copy_location(
+            ast.Attribute(value=ast.Name(id=temp, ctx=ast.Load()), attr="v", ctx=ast.Load()), node.value)
         return node
 
     def visit_MatchSingleton(self, node):

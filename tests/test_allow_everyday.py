@@ -63,9 +63,6 @@ def test_everyday_idioms(run):
     assert r.denials == [], r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: io.StringIO / io.BytesIO are granted by the io rule but "
-                                       "refused by the value check (their __module__ is '_io', a forbidden origin); "
-                                       "pd.read_csv(io.StringIO(text)) is everyday code")
 @pytest.mark.parametrize("src,expected", [
     ("import io, pandas as pd\nprint(pd.read_csv(io.StringIO('a,b\\n1,2\\n')).sum().tolist())", "[1, 2]\n"),
     ("import io\nbuf = io.BytesIO()\nbuf.write(b'xy')\nprint(buf.getvalue())", "b'xy'\n"),
@@ -166,8 +163,6 @@ def test_language_mix_matches_cpython(run):
     assert r.denials == [], r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: functools.singledispatch is denied; registering "
-                                       "implementations on the cell's own generic function is ordinary code")
 def test_singledispatch(run):
     r = run("import functools\n@functools.singledispatch\ndef show(x):\n    return 'obj'\n"
             "@show.register\ndef _(x: int):\n    return 'int'\n@show.register(list)\ndef _(x):\n    return 'list'\n"

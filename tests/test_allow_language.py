@@ -463,47 +463,35 @@ def test_error_reports_cell_line(run):
     assert "sandbox_kernel" not in "\n".join(r.error["traceback"])
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: object.__setattr__(self, ...) in a frozen dataclass "
-                                       "__post_init__ (a common idiom) is denied")
 def test_frozen_dataclass_post_init_object_setattr(run):
     r = run("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass F:\n    a: int\n    b: int = 0\n"
             "    def __post_init__(self):\n        object.__setattr__(self, 'b', self.a * 2)\nprint(F(2))")
     assert r.ok and r.stdout == "F(a=2, b=4)\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: operator.attrgetter (sorting idiom) is denied instead of "
-                                       "being offered as a gated stand-in")
 def test_operator_attrgetter_sort(run):
     r = run("import operator\nclass P:\n    def __init__(self, n):\n        self.name = n\n"
             "print([p.name for p in sorted([P('b'), P('a')], key=operator.attrgetter('name'))])")
     assert r.ok and r.stdout == "['a', 'b']\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: contextlib (contextmanager, suppress) is not granted")
 def test_contextlib_contextmanager(run):
     r = run("from contextlib import contextmanager, suppress\n@contextmanager\ndef tag():\n    print('<')\n    yield\n"
             "    print('>')\nwith tag():\n    print('body')\nwith suppress(KeyError):\n    {}['x']\n")
     assert r.ok and r.stdout == "<\nbody\n>\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: 'import warnings; warnings.filterwarnings(\"ignore\")', in "
-                                       "most LLM-written notebooks, fails the cell (suggest a per-cell stand-in)")
 def test_warnings_filterwarnings(run):
     r = run("import warnings\nwarnings.filterwarnings('ignore')\nprint('ok')")
     assert r.ok and r.stdout == "ok\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: '{0._v}'.format(self) is refused on a sandbox class whose "
-                                       "self._v is readable")
 def test_format_private_field_on_own_class(run):
     r = run("class C:\n    def __init__(self):\n        self._v = 5\n    def show(self):\n"
             "        return '{0._v}'.format(self)\nprint(C().show())")
     assert r.ok and r.stdout == "5\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE (and crash): a dotted value pattern 'case Color.RED:' is "
-                                       "rewritten into a gate call, which is not a valid pattern; compile() raises "
-                                       "ValueError and run_cell raises instead of reporting")
 def test_match_dotted_value_pattern(run):
     r = run("import enum\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\n"
             "match Color.GREEN:\n    case Color.RED:\n        print('red')\n    case Color.GREEN:\n        print('green')\n")
@@ -513,8 +501,6 @@ def test_match_dotted_value_pattern(run):
 @pytest.mark.parametrize("src", [
     "import math\nmatch 1.0:\n    case math.pi:\n        pass\n",
 ])
-@pytest.mark.xfail(strict=True, reason="BUG: run_cell raises ValueError for a dotted value pattern instead of "
-                                       "returning an error result (the kernel's execute path would crash)")
 def test_run_cell_never_raises(sandbox, src):
     try:
         r = sandbox.run(src)

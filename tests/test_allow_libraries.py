@@ -204,9 +204,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: in a fresh process, honest pd.read_csv records 3 file "
-                                       "denials (pandas probes /sys/fs/cgroup); importing scipy can record more "
-                                       "(importlib.metadata scans sys.path), although the cells succeed")
 def test_first_library_use_records_no_denials():
     import os
     import subprocess
@@ -217,16 +214,12 @@ def test_first_library_use_records_no_denials():
     assert result == {"read_csv": ["ok", 0], "scipy": ["ok", 0]}, result
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: np.loadtxt('x.txt') in the workdir fails ('not found'): "
-                                       "numpy's DataSource checks os.path.exists against the process cwd")
 def test_numpy_loadtxt_relative_path(sandbox):
     (sandbox.workdir / "n.txt").write_text("1\n2\n")
     r = sandbox.run("import numpy as np\nprint(np.loadtxt('n.txt').sum(), np.genfromtxt('n.txt').sum())")
     assert r.ok and r.stdout == "3.0 3.0\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: df.to_csv('sub/x.csv') into a workdir subdirectory fails: "
-                                       "pandas checks the parent directory against the process cwd")
 def test_pandas_write_into_subdirectory(sandbox):
     (sandbox.workdir / "sub").mkdir()
     r = sandbox.run("import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('sub/x.csv', index=False)\n"

@@ -203,3 +203,16 @@ def test_process_and_host_unchanged_after_import_attempts(run):
         run(src)
     assert os.getpid() == pid
     assert set(before) - set(sys.modules) == set()
+
+
+@pytest.mark.parametrize("src", [
+    "import operator\nx = operator.attrgetter('__class__.__bases__')(1)",
+    "import operator\nx = operator.attrgetter('gi_frame')((i for i in []))",
+    "import operator\nx = operator.methodcaller('__subclasses__')(object)",
+    "import operator, pandas as pd\nx = operator.methodcaller('query', 'a > 0')(pd.DataFrame({'a': [1]}))",
+])
+def test_attrgetter_and_methodcaller_go_through_the_gate(sandbox, src):
+    """operator.attrgetter/methodcaller are handed out gated: they read exactly what obj.name may."""
+    r = sandbox.run(src)
+    assert not r.ok and r.denied("attribute"), r
+    assert "x" not in sandbox.ns

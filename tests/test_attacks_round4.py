@@ -92,9 +92,6 @@ def test_complete_and_inspect_of_ordinary_objects_run_no_sandbox_code(sandbox, c
 
 # --- the error report renders the cell's exception outside the cell ----------------------------------
 
-@pytest.mark.xfail(strict=True, reason="BUG (crash + FALSE-POSITIVE): run_cell renders an uncaught exception with "
-                                       "str(exc) after the budget stopped; a custom __str__ (everyday code) hits the "
-                                       "idle tick and LimitExceeded escapes run_cell")
 @pytest.mark.parametrize("src,expected", [
     ("class ValidationError(Exception):\n    def __init__(self, field):\n        self.field = field\n"
      "    def __str__(self):\n        return f'invalid {self.field}'\nraise ValidationError('age')", "invalid age"),
@@ -115,8 +112,6 @@ def test_custom_exception_str_is_rendered_within_limits(sandbox, src, expected):
     assert sandbox.run("print('alive')").stdout == "alive\n"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (audit integrity): a cell subclasses a denial class (type(e)) and raises "
-                                       "it; the engine records a denial the sandbox never made")
 def test_denial_records_cannot_be_forged(sandbox):
     r = sandbox.run("try:\n    import os\nexcept ImportError as e:\n    D = type(e)\n"
                     "class G(D):\n    pass\n")

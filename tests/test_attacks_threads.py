@@ -36,9 +36,6 @@ def _run(src, workdir):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: with cwd == workdir (the worker level), pd.read_csv of a "
-                                       "CSV of 5 MB or more fails: pandas' parallel reader mmaps the file and the "
-                                       "audit hook refuses mmap.__new__")
 def test_big_csv_reads_in_a_worker_like_setup(tmp_path):
     result = _run("import pandas as pd\nprint(pd.read_csv('big.csv').shape)", tmp_path)
     assert result["status"] == "ok" and result["stdout"] == "(400000, 2)\n", result
