@@ -133,6 +133,7 @@ def make_builtins(engine) -> dict:
         "__st_augitem__": gates.augitem,
         "__st_aug__": gates.aug,
         "__st_binop__": gates.binop,
+        "__st_mul__": gates.make_mul(),
         "__st_sized__": gates.sized,
         "__st_import__": gates.import_,
         "__st_importfrom__": gates.importfrom,

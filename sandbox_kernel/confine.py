@@ -469,16 +469,17 @@ def install() -> None:
     _installed = True
 
 
-# Threads a library starts while a cell runs (pandas' parallel reader, a thread pool) do not inherit the
-# cell's context: the audit hook confines every thread that did not exist before the first cell started,
-# during cells, with the running cell's rules.
+# Threads a library starts while a cell runs (pandas' parallel reader) do not inherit the cell's
+# context: during a cell, the audit hook confines every thread that was not alive when the cell started.
+# (A pool that outlives its cell is not confined in later cells: thread idents are reused, so they cannot
+# be remembered safely; the worker level's OS layers cover that case.)
 _ACTIVE: list = [None]            # the running cell's files object, or None between cells
-_HOST_THREADS: set = set()        # threads that existed before any cell ran: the kernel's own
+_BEFORE_CELL: set = set()         # thread idents alive when the running cell started
 
 
 def _thread_confinement():
     files = _ACTIVE[0]
-    if files is None or threading.get_ident() in _HOST_THREADS:
+    if files is None or threading.get_ident() in _BEFORE_CELL:
         return None
     return files
 
@@ -487,8 +488,8 @@ def enter(files, network_allowed: bool, net_deny):
     """Confine the current context; returns tokens for leave()."""
     global _net_deny
     _net_deny = net_deny
-    if not _HOST_THREADS:
-        _HOST_THREADS.update(t.ident for t in threading.enumerate())
+    _BEFORE_CELL.clear()
+    _BEFORE_CELL.update(t.ident for t in threading.enumerate())
     _ACTIVE[0] = files
     return _FS.set(files), _NET_DENIED.set(not network_allowed)
 

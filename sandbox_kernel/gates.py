@@ -51,7 +51,7 @@ from .rewriter import CELL_FILENAME_PREFIX, FRAME_ATTRIBUTES
 SAFE_DUNDERS = frozenset("""
 __name__ __qualname__ __doc__ __module__ __class__ __version__ __all__ __annotations__ __members__
 __match_args__ __slots__ __dataclass_fields__ __dataclass_params__ __wrapped__ __cause__ __context__
-__suppress_context__ __notes__ __init__ __new__ __post_init__ __repr__ __str__ __format__ __bytes__
+__suppress_context__ __notes__ __init__ __post_init__ __repr__ __str__ __format__ __bytes__
 __hash__ __bool__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __len__ __length_hint__ __iter__
 __next__ __reversed__ __contains__ __getitem__ __setitem__ __delitem__ __missing__ __call__
 __enter__ __exit__ __aenter__ __aexit__ __aiter__ __anext__ __await__ __int__ __float__ __complex__
@@ -83,11 +83,11 @@ copyreg weakref _weakref sysconfig _sysconfigdata logging contextvars
 """.split())
 
 # Builtins that are never handed out, even when a library re-exports them.
-_DANGEROUS_BUILTINS = {id(getattr(_host_builtins, n)) for n in (
+_DANGEROUS_BUILTINS = {getattr(_host_builtins, n) for n in (
     "eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "getattr", "setattr",
     "delattr", "breakpoint", "input", "help", "exit", "quit", "dir", "__build_class__", "memoryview",
 ) if hasattr(_host_builtins, n)}
-_DANGEROUS_BUILTINS |= {id(string.Formatter)}
+_DANGEROUS_BUILTINS |= {string.Formatter}
 
 _NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
 _INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
@@ -100,6 +100,8 @@ _PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None), lis
 # only from these (and sandbox classes) is wholly the sandbox's, so its private names and __dict__
 # are the sandbox's business.
 _HASHABLE_METACLASSES = frozenset({type, abc.ABCMeta, enum.EnumMeta})
+_PURE_DATA = frozenset({int, float, complex, str, bytes, bool, type(None), list, tuple, dict, set, frozenset,
+                        range, slice, bytearray})
 _STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collections_abc",
                                  "collections.abc", "numbers", "collections", "dataclasses"})
 
@@ -117,13 +119,32 @@ DEFAULT_MAX_BYTES = 1 << 30
 
 _SANDBOX_CLASSES: "weakref.WeakSet[type]" = weakref.WeakSet()
 # Functions of the runtime that cells are meant to hold (print, display, guarded library calls).
-_RUNTIME_CALLABLES: "weakref.WeakSet" = weakref.WeakSet()
+_RUNTIME_BOUND: set = set()   # bound methods of the runtime (they have no __dict__ to mark)
 
 
 def runtime_callable(fn):
-    """Mark a function of ours as one a cell may hold and pass around."""
-    _RUNTIME_CALLABLES.add(fn)
+    """Mark a function of ours as one a cell may hold and pass around. (A mark in the function's own
+    dict: cells can neither read nor write dunders of functions they did not define.)"""
+    try:
+        fn.__dict__["__st_runtime__"] = True
+    except AttributeError:
+        _RUNTIME_BOUND.add(fn)
     return fn
+
+
+def _is_runtime_callable(fn) -> bool:
+    d = getattr(fn, "__dict__", None)
+    if type(d) is dict and d.get("__st_runtime__") is True:
+        return True
+    return _member(fn, _RUNTIME_BOUND)
+
+
+def _member(value, container) -> bool:
+    """value in container, for values that may be unhashable (without id(): an audited call)."""
+    try:
+        return value in container
+    except TypeError:
+        return False
 
 
 def is_sandbox_class(cls) -> bool:
@@ -134,7 +155,9 @@ def is_sandbox_class(cls) -> bool:
 
 
 def is_sandbox_function(fn) -> bool:
-    return type(fn) is FunctionType and fn.__code__.co_filename.startswith(CELL_FILENAME_PREFIX)
+    """A function a cell defined: its builtins are a sandbox table. (Not fn.__code__: reading it is an
+    audited event, and this runs on hot paths.)"""
+    return type(fn) is FunctionType and type(fn.__builtins__) is dict and "__st_tick__" in fn.__builtins__
 
 
 def _structural(cls) -> bool:
@@ -270,6 +293,8 @@ class Gates:
         self.policy = policy
         self._cache: dict = {}
         self._class_cache: dict = {}
+        self._super_cache: dict = {}
+        self._instance_types: dict = {}
         self._match_stand_ins: dict = {}
         self._module_cache: dict = {}
         self._safe_functions: set = set()
@@ -326,7 +351,7 @@ class Gates:
                 except Exception:
                     value = None
             if value is not None and not isinstance(value, (int, float, str)):
-                self._denied_values.add(id(value))
+                self._denied_values.add(value)
                 self._keep_alive = getattr(self, "_keep_alive", []) + [value]
         self._unresolved = still
 
@@ -349,13 +374,17 @@ class Gates:
         The rewriter always passes a str constant; builtin_getattr checks names from cells."""
         t = type(obj)
         try:
-            decision = self._cache[(t, name)]
+            # modules are keyed by themselves (every module has the same type)
+            decision = self._cache[(obj if t is ModuleType else t, name)]
         except KeyError:
-            # Only classes of known metaclasses are looked up by identity: an instance with its own
-            # __hash__/__eq__ must never match a class's cached decision.
-            decision = self._class_cache.get((obj, name)) if t in _HASHABLE_METACLASSES else None
-            if decision is None:
-                decision = self._decide(obj, t, name)
+            if t is super:
+                decision = self._decide_super_cached(obj, name)
+            else:
+                # Only classes of known metaclasses are looked up by identity: an instance with its own
+                # __hash__/__eq__ must never match a class's cached decision.
+                decision = self._class_cache.get((obj, name)) if t in _HASHABLE_METACLASSES else None
+                if decision is None:
+                    decision = self._decide(obj, t, name)
         if decision is _ALLOW:
             value = getattr(obj, name)
             tv = type(value)
@@ -395,6 +424,10 @@ class Gates:
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
         subst = self._substitute(obj, t, is_class, n)
         decision = subst or _ALLOW
+        if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
+            # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
+            # of an object the cell already holds
+            decision = _ALLOW_PURE
         if per_instance:
             return decision
         if not is_class:
@@ -405,11 +438,23 @@ class Gates:
             self._class_cache[(obj, name)] = decision
         return decision
 
+    def _decide_super_cached(self, obj, name):
+        """super() reads depend on the class the super is for and on the instance's kind."""
+        target = obj.__self__
+        kind = target if type(target) is ModuleType or _is_class(target) else type(target)
+        key = (name, obj.__thisclass__, kind)
+        decision = self._super_cache.get(key)
+        if decision is None:
+            decision = self._decide(obj, super, name)
+            if decision is _ALLOW:
+                self._super_cache[key] = decision
+        return decision
+
     def _check_method(self, method, name):
         """A bound method is as dangerous as its function (a class may hold shutil.rmtree)."""
         func = method.__func__
         if type(func) is FunctionType and not is_sandbox_function(func) and _origin(func) in FORBIDDEN_ORIGINS \
-                or id(func) in self._denied_values:
+                or _member(func, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{func.__module__}' are not available"))
         if len(self._safe_functions) < 100_000:
             self._safe_functions.add(func)
@@ -421,6 +466,11 @@ class Gates:
                 return True
             if obj is object and n in ("__setattr__", "__delattr__"):
                 return True   # replaced by the gated stand-in (_substitute)
+            if n == "__new__":
+                # object.__new__(cls) and a cell class's own __new__; a library class's __new__ makes
+                # an object its __init__ never set up (C extensions crash on those)
+                cls = obj if is_class else type(obj)
+                return cls is object or is_sandbox_class(cls)
             if n == "__dict__":
                 cls = obj if is_class else type(obj)
                 return is_sandbox_class(cls) and _wholly_sandboxed(cls)
@@ -485,6 +535,14 @@ class Gates:
                     return subst(target)
                 return self._check_value(bound(attr), target, a)
             return lambda _obj: runtime_callable(gated_read)
+        if n == "__new__":
+            # super().__new__(cls) in a cell class: allowed when what it resolves to is object.__new__
+            # or a cell class's own
+            resolved = getattr(obj, n)
+            owner = getattr(resolved, "__self__", None)
+            if not (resolved is object.__new__ or owner is object or is_sandbox_class(owner)):
+                self.deny(AttributeDenied("'__new__' of super()", "only object.__new__ and the cell's own"))
+            return _ALLOW
         if n.startswith("_") and not (n in SAFE_DUNDERS or n in PUBLIC_PRIVATE_NAMES or
                                       (self_class is not None and self._private_on_sandbox_class(self_class, n))):
             self.deny(AttributeDenied(f"'{n}' of super()", "private and dunder attributes are hidden"))
@@ -531,6 +589,10 @@ class Gates:
     def _check_value(self, value, obj=None, name=None):
         """What a read returns must itself be something the cell may hold."""
         t = type(value)
+        if t is BuiltinFunctionType:
+            owner = value.__self__
+            if owner is obj and owner is not None and type(owner) is not ModuleType:
+                return value   # a bound builtin method of the object just read (lst.append)
         if t is ModuleType:
             modname = value.__dict__.get("__name__")
             if type(modname) is not str or not self.policy.module_allowed(modname):
@@ -539,11 +601,24 @@ class Gates:
             return value
         if t in _INTERNAL_TYPES:
             self.deny(AttributeDenied(f"'{name}'", "frames, code objects and tracebacks are hidden"))
-        if t.__module__.startswith("sandbox_kernel") and not issubclass(t, BaseException):
+        if t is FunctionType or t is BuiltinFunctionType or t is functools.partial or issubclass(t, type):
+            return self._check_callable(value, t, name)
+        ok = self._instance_types.get(t)
+        if ok is None:
+            ok = not (type(t.__module__) is str and t.__module__.startswith("sandbox_kernel")) \
+                or issubclass(t, BaseException)
+            self._instance_types[t] = ok
+        if not ok:
             self.deny(AttributeDenied(f"'{name}'", "the sandbox's own objects are not available"))
-        if id(value) in self._denied_values:
+        if _member(value, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
-        guard = _CALL_GUARDS.get(id(value))
+        return value
+
+    def _check_callable(self, value, t, name):
+        """Functions and classes: by identity (denied, guarded) and by the module they come from."""
+        if _member(value, self._denied_values):
+            self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
+        guard = _CALL_GUARDS.get(value) if t is not functools.partial else None
         if guard is not None:
             return guard(value, self)
         if issubclass(t, type):
@@ -555,18 +630,16 @@ class Gates:
             if _origin(value) in FORBIDDEN_ORIGINS and not _is_denial_class(value) and value not in _MEMORY_FILES:
                 self.deny(AttributeDenied(f"'{name}'", f"classes from '{value.__module__}' are not available"))
             return value
-        if t is FunctionType or t is BuiltinFunctionType or t is functools.partial:
-            target = value.func if t is functools.partial else value
-            if is_sandbox_function(target) or target in _RUNTIME_CALLABLES:
-                return value
-            if id(target) in self._denied_values:
-                self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
-            owner = getattr(target, "__self__", None)
-            if t is BuiltinFunctionType and owner is not None and type(owner) is not ModuleType:
-                return value  # a bound builtin method of an object the cell already holds
-            if _origin(target) in FORBIDDEN_ORIGINS:
-                self.deny(AttributeDenied(f"'{name}'",
-                                          f"functions from '{target.__module__}' are not available"))
+        target = value.func if t is functools.partial else value
+        if is_sandbox_function(target) or _is_runtime_callable(target):
+            return value
+        if _member(target, self._denied_values):
+            self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
+        owner = getattr(target, "__self__", None)
+        if type(target) is BuiltinFunctionType and owner is not None and type(owner) is not ModuleType:
+            return value  # a bound builtin method of an object the cell already holds
+        if _origin(target) in FORBIDDEN_ORIGINS:
+            self.deny(AttributeDenied(f"'{name}'", f"functions from '{target.__module__}' are not available"))
         return value
 
     def _modules_hint(self) -> str:
@@ -599,12 +672,14 @@ class Gates:
         elif type(value) in (list, set):
             decision = (lambda v, kind: lambda _m: kind(v))(value, type(value))   # a copy per read
             self._module_cache[(mod, n)] = decision
+            self._cache[(mod, n)] = decision
             return decision
         if checked is value and type(value) is not ModuleType:
             decision = _ALLOW_PURE
         else:
             decision = (lambda v: lambda _m: v)(checked) if checked is not value else _ALLOW
         self._module_cache[(mod, n)] = decision
+        self._cache[(mod, n)] = decision
         return decision
 
     # -- builtins that read attributes ----------------------------------------------------------
@@ -709,6 +784,22 @@ class Gates:
         self.check_size(a, op, b)
         return _BINARY[op](a, b)
 
+    def make_mul(self):
+        """``a * b`` (the commonest sized operator) as a closure with float and small-int fast paths."""
+        check_size = self.check_size
+        limit = MAX_INT_BITS
+
+        def mul(a, b):
+            ta = type(a)
+            tb = type(b)
+            if ta is float or tb is float:
+                return a * b
+            if ta is int and tb is int and a.bit_length() + b.bit_length() <= limit:
+                return a * b
+            check_size(a, "*", b)
+            return a * b
+        return mul
+
     def check_size(self, a, op, b):
         ta, tb = type(a), type(b)
         if op == "*":
@@ -772,7 +863,7 @@ class Gates:
     def sized(self, fn, *args, **kwargs):
         """``list(x)`` and friends: the length of x is charged as ticks (and checked against the size
         cap) before the call consumes it in C."""
-        if id(fn) in _SIZED_BUILTINS and args:
+        if _member(fn, _SIZED_BUILTINS) and args:
             first = args[0]
             if (fn is bytes or fn is bytearray) and type(first) is int:
                 n = first
@@ -1074,7 +1165,7 @@ _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": ope
             ">>": operator.irshift, "|": operator.ior, "^": operator.ixor, "&": operator.iand,
             "//": operator.ifloordiv}
 _SEQ_ITEM_BYTES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
-_SIZED_BUILTINS = {id(f) for f in (list, tuple, set, frozenset, dict, bytes, bytearray, sorted, sum, min, max,
+_SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearray, sorted, sum, min, max,
                                    any, all, str)}
 
 
@@ -1258,23 +1349,23 @@ import dataclasses as _dataclasses  # noqa: E402
 import math as _math  # noqa: E402
 import typing as _typing  # noqa: E402
 
-_CALL_GUARDS = {id(itertools.count): _guard_endless, id(itertools.cycle): _guard_endless,
-                id(itertools.repeat): _guard_endless, id(_math.factorial): _guard_big_math,
-                id(_math.comb): _guard_big_math, id(_math.perm): _guard_big_math,
-                id(_copy.copy): _guard_copy, id(_copy.deepcopy): _guard_copy,
-                id(functools.wraps): _guard_wraps,
-                id(functools.update_wrapper): _guard_target_is_sandboxed("wrapper"),
-                id(functools.total_ordering): _guard_target_is_sandboxed("class"),
-                id(_dataclasses.dataclass): _guard_target_is_sandboxed("class"),
-                id(_typing.no_type_check): _guard_target_is_sandboxed("argument"),
-                id(_typing.final): _guard_target_is_sandboxed("argument"),
-                id(_typing.runtime_checkable): _guard_target_is_sandboxed("class"),
-                id(abc.abstractmethod): _guard_target_is_sandboxed("function"),
-                id(enum.unique): _guard_target_is_sandboxed("class"),
-                id(operator.attrgetter): _guard_attrgetter, id(operator.methodcaller): _guard_methodcaller,
-                id(functools.singledispatch): _guard_singledispatch}
+_CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
+                itertools.repeat: _guard_endless, _math.factorial: _guard_big_math,
+                _math.comb: _guard_big_math, _math.perm: _guard_big_math,
+                _copy.copy: _guard_copy, _copy.deepcopy: _guard_copy,
+                functools.wraps: _guard_wraps,
+                functools.update_wrapper: _guard_target_is_sandboxed("wrapper"),
+                functools.total_ordering: _guard_target_is_sandboxed("class"),
+                _dataclasses.dataclass: _guard_target_is_sandboxed("class"),
+                _typing.no_type_check: _guard_target_is_sandboxed("argument"),
+                _typing.final: _guard_target_is_sandboxed("argument"),
+                _typing.runtime_checkable: _guard_target_is_sandboxed("class"),
+                abc.abstractmethod: _guard_target_is_sandboxed("function"),
+                enum.unique: _guard_target_is_sandboxed("class"),
+                operator.attrgetter: _guard_attrgetter, operator.methodcaller: _guard_methodcaller,
+                functools.singledispatch: _guard_singledispatch}
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
-    _CALL_GUARDS[id(getattr(itertools, _name))] = _ticking_factory
+    _CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
 _KEEP: list = []
 
 
@@ -1293,12 +1384,12 @@ def _guard_auto_open(fn, gates):
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
     np = sys.modules.get("numpy")
-    if np is not None and id(np.load) not in _CALL_GUARDS:
-        _CALL_GUARDS[id(np.load)] = _guard_numpy_load
+    if np is not None and np.load not in _CALL_GUARDS:
+        _CALL_GUARDS[np.load] = _guard_numpy_load
         _KEEP.append(np.load)
     pio = sys.modules.get("plotly.io")
-    if pio is not None and id(pio.show) not in _CALL_GUARDS:
-        _CALL_GUARDS[id(pio.show)] = _guard_plotly_show
-        _CALL_GUARDS[id(pio.write_html)] = _guard_auto_open
-        _CALL_GUARDS[id(pio.to_html)] = _guard_auto_open
+    if pio is not None and pio.show not in _CALL_GUARDS:
+        _CALL_GUARDS[pio.show] = _guard_plotly_show
+        _CALL_GUARDS[pio.write_html] = _guard_auto_open
+        _CALL_GUARDS[pio.to_html] = _guard_auto_open
         _KEEP.extend((pio.show, pio.write_html, pio.to_html))

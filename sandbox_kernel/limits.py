@@ -152,7 +152,10 @@ class Budget:
                 f"this operation alone needs {n:,}", policy=self.policy_name))
         self.check()
 
-    def check(self) -> None:
+    def check(self, memory: bool = False) -> None:
+        """Trips the first limit that is exceeded. Memory is read only when asked (the alarm asks
+        every ALARM_INTERVAL): reading it is a system call that releases the GIL, and releasing it
+        every chunk keeps other threads (the kernel's control thread) from ever getting it back."""
         if self.tripped is not None:
             raise self.tripped
         if not self.running:
@@ -166,7 +169,7 @@ class Budget:
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.trip(TimeLimitExceeded(
                 f"time limit exceeded: {self.timeout:g} s (policy '{self.policy_name}')", policy=self.policy_name))
-        if self.memory_limit is not None:
+        if self.memory_limit is not None and (memory or not self._alarm_armed and self._full_chunks % 64 == 0):
             grown = resident_bytes() - self.rss_start
             if grown > self.memory_limit:
                 self.trip(MemoryLimitExceeded(
@@ -243,7 +246,7 @@ class Budget:
             self.on_alarm()
         if frame is not None and frame.f_code.co_filename in _TEARDOWN_FILES:
             return
-        self.check()
+        self.check(memory=True)
 
 
 def _raise_idle():

@@ -442,7 +442,8 @@ class Rewriter(ast.NodeTransformer):
         return False
 
     def visit_BinOp(self, node):
-        """'a * b' becomes '__st_binop__(a, "*", b)', which refuses results that would be too large;
+        """'a * b' becomes '__st_mul__(a, b)' (and 'a ** b' '__st_binop__(a, "**", b)'), which refuse
+        results that would be too large;
         likewise ** and <<; '"%10d" % x' (a literal format) becomes '__st_percent__("%10d", x)', which
         bounds field widths. Other operators are unchanged."""
         op = type(node.op)
@@ -452,6 +453,8 @@ class Rewriter(ast.NodeTransformer):
                               and isinstance(node.left.value, (str, bytes))):
             return ast.copy_location(_call("percent", left, right), node)
         if op in _OP_NAMES and not self._cheap_binop(op, node.left, node.right):
+            if op is ast.Mult:
+                return ast.copy_location(_call("mul", left, right), node)
             return ast.copy_location(_call("binop", left, _const(_OP_NAMES[op]), right), node)
         node.left, node.right = left, right
         return node

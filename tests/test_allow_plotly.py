@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+
+@pytest.fixture(autouse=True)
+def _restore_plotly_template():
+    """pio.templates.default is process-wide at level none: put it back for the tests that follow."""
+    import plotly.io as pio
+
+    saved = pio.templates.default
+    yield
+    pio.templates.default = saved
+
 PLOTLY_BATCH = """\
 import plotly.express as px, plotly.graph_objects as go, plotly.io as pio, numpy as np, pandas as pd
 from plotly.subplots import make_subplots

@@ -80,9 +80,6 @@ def test_memory_limit_counts_what_earlier_cells_kept():
     assert any(s in ("MemoryLimitExceeded", "SizeDenied") for s in statuses), statuses
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (DoS): Cls.__new__(Cls) on a C extension class skips __init__; using "
-                                       "the uninitialised object segfaults the process (scipy.spatial.cKDTree: "
-                                       "exit 139); in-process that is the kernel")
 @pytest.mark.parametrize("src", [
     "import scipy.spatial\nt = scipy.spatial.cKDTree.__new__(scipy.spatial.cKDTree)\nt.tree",
     "import scipy.spatial\nt = scipy.spatial.cKDTree.__new__(scipy.spatial.cKDTree)\nt.count_neighbors(t, 1.0)",
