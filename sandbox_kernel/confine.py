@@ -477,6 +477,11 @@ _ACTIVE: list = [None]            # the running cell's files object, or None bet
 _BEFORE_CELL: set = set()         # thread idents alive when the running cell started
 
 
+def cell_is_running() -> bool:
+    """True in the code of a running cell (its context) or a thread it started."""
+    return _FS.get() is not None or _thread_confinement() is not None
+
+
 def _thread_confinement():
     files = _ACTIVE[0]
     if files is None or threading.get_ident() in _BEFORE_CELL:

@@ -316,7 +316,23 @@ class Engine:
     _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.?$")
 
     def complete(self, code: str, cursor_pos: int | None = None) -> dict:
+        """Names the policy shows, found without running any of the cell's code; never raises."""
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        try:
+            return self._complete(code, cursor_pos)
+        except BaseException:  # noqa: B902 - an object of the cell's that fights introspection: no matches
+            return {"matches": [], "cursor_start": cursor_pos, "cursor_end": cursor_pos, "metadata": {},
+                    "status": "ok"}
+
+    def inspect(self, code: str, cursor_pos: int | None = None, detail_level: int = 0) -> dict:
+        """What a name is, found without running any of the cell's code; never raises."""
+        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+        try:
+            return self._inspect(code, cursor_pos, detail_level)
+        except BaseException:  # noqa: B902
+            return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
+
+    def _complete(self, code: str, cursor_pos: int) -> dict:
         m = self._TOKEN.search(code[:cursor_pos])
         token = m.group(0) if m else ""
         if "." in token:
@@ -331,8 +347,7 @@ class Engine:
         return {"matches": matches, "cursor_start": cursor_pos - len(prefix), "cursor_end": cursor_pos,
                 "metadata": {}, "status": "ok"}
 
-    def inspect(self, code: str, cursor_pos: int | None = None, detail_level: int = 0) -> dict:
-        cursor_pos = len(code) if cursor_pos is None else cursor_pos
+    def _inspect(self, code: str, cursor_pos: int, detail_level: int) -> dict:
         end = cursor_pos
         while end < len(code) and (code[end].isalnum() or code[end] == "_"):
             end += 1
@@ -460,13 +475,28 @@ def _describe(token: str, obj) -> str:
                 lines.append(f"Signature: {obj.__name__}{_inspect.signature(obj)}")
         except (TypeError, ValueError, AttributeError):
             pass
-        doc = obj.__doc__ if isinstance(obj.__doc__, str) else None
+        doc = _static_doc(obj)
     elif isinstance(obj, (int, float, str, bool, list, tuple, dict, set)):
         text = repr(obj)
         lines.append(f"Value: {text[:200]}{'...' if len(text) > 200 else ''}")
     if doc:
         lines.append("Docstring:\n" + doc.strip()[:2000])
     return "\n".join(lines)
+
+
+def _static_doc(obj) -> str | None:
+    """__doc__ read from the object's own dict or its class's, never through a descriptor."""
+    if type(obj).__name__ in ("function", "builtin_function_or_method", "method_descriptor"):
+        doc = type(obj).__dict__["__doc__"].__get__(obj) if "__doc__" in type(obj).__dict__ else None
+        return doc if type(doc) is str else None
+    holders = [obj] if isinstance(obj, type) else []
+    holders.append(type(obj))
+    for holder in holders:
+        for k in holder.__mro__:
+            doc = k.__dict__.get("__doc__")
+            if doc is not None:
+                return doc if type(doc) is str else None
+    return None
 
 
 def _drive(coro):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import builtins as _host_builtins
+import collections
 import enum
 import functools
 import importlib
@@ -108,7 +109,7 @@ _STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collecti
 _WRITE_NEVER = frozenset({"__class__", "__bases__", "__dict__", "__mro__", "__base__", "__subclasses__",
                           "__builtins__", "__globals__", "__code__", "__closure__", "__defaults__",
                           "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
-                          "__match_args__", "__array_interface__", "__array_struct__"}) | FRAME_ATTRIBUTES
+                          "__match_args__", "__array_interface__", "__array_struct__", "__del__"}) | FRAME_ATTRIBUTES
 _WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__wrapped__",
                                         "__annotations__"})
 
@@ -577,6 +578,14 @@ class Gates:
         if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and not is_class and isinstance(obj, (str, bytes, bytearray)):
             padded = self.padded
             return lambda o: runtime_callable(functools.partial(padded, getattr(o, n)))
+        if n == "register" and is_class and isinstance(obj, abc.ABCMeta) and not is_sandbox_class(obj):
+            # numbers.Number.register(str) would change isinstance() for the whole process
+            def refuse(*args, **kwargs):
+                self.deny(CallDenied(f"{_type_name(obj)}.register()", "library ABCs are shared with the host"))
+            return lambda _o: runtime_callable(refuse)
+        if n in _GROWING_METHODS and not is_class and t in _GROWING_TYPES:
+            sized = self.sized
+            return lambda o: functools.partial(_grow_call, sized, getattr(o, n))
         if n in _STRING_DISPATCH and not is_class and _origin(t) == "pandas":
             return lambda o: _string_dispatch_guard(getattr(o, n), o, self)
         if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
@@ -1007,6 +1016,12 @@ class Gates:
                                     "only abc.ABCMeta and enum metaclasses can be used"))
         cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)
         if _is_class(cls):
+            finalizer = cls.__dict__.get("__del__")
+            if finalizer is not None and not is_sandbox_function(finalizer):
+                # the garbage collector runs __del__ after the cell, outside its confinement: only a
+                # function of the cell's (whose first tick refuses to run then) may be one
+                self.deny(BuiltinDenied("a __del__ that is not a function defined in the cell",
+                                        "finalizers run after the cell, where nothing else may"))
             _SANDBOX_CLASSES.add(cls)
         return cls
 
@@ -1083,6 +1098,22 @@ def _is_plotly_figure(t) -> bool:
             return True
     return False
 
+
+# Methods that consume an iterable in C: x.extend(iter(x)) feeds itself forever, "".join(map(str,
+# range(10**18))) runs past every limit. Their iterator arguments are first materialised through the
+# sized gate (charged as ticks, and a snapshot).
+_GROWING_METHODS = frozenset({"extend", "update", "extendleft", "union", "intersection", "difference",
+                              "symmetric_difference", "fromkeys", "join"})
+_GROWING_TYPES = frozenset({list, set, dict, bytearray, str, bytes, collections.deque})
+_MATERIAL = frozenset({list, tuple, set, frozenset, dict, str, bytes, bytearray, range})
+
+
+def _grow_call(sized, method, *args, **kwargs):
+    args = tuple(a if type(a) in _MATERIAL else sized(list, a) for a in args)
+    return method(*args, **kwargs)
+
+
+runtime_callable(_grow_call)
 
 # pandas methods that accept a method *name* and look it up with getattr inside pandas.
 _STRING_DISPATCH = frozenset({"apply", "agg", "aggregate", "transform", "map", "applymap", "pipe"})
@@ -1334,6 +1365,21 @@ def _guard_copy(fn, gates):
     return runtime_callable(guarded)
 
 
+def _guard_consumer(fn, gates):
+    """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
+    length is charged as ticks before they start, like list() and sum()."""
+    def consumer(*args, **kwargs):
+        for arg in args[:2]:
+            if not callable(arg):
+                n = _estimated_length(arg)
+                if n > 1000 and gates.budget is not None:
+                    gates.budget.charge(n)
+        return fn(*args, **kwargs)
+    consumer.__name__ = getattr(fn, "__name__", "consumer")
+    consumer.__doc__ = fn.__doc__
+    return runtime_callable(consumer)
+
+
 def _ticking_factory(fn, gates):
     """Combinatoric iterators have no length hint: list(product(range(1000), repeat=5)) would fill
     memory in C. The sandbox's versions tick on every item."""
@@ -1366,6 +1412,8 @@ _CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless
                 functools.singledispatch: _guard_singledispatch}
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     _CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
+for _consumer in (collections.deque, _math.fsum, _math.prod, functools.reduce):
+    _CALL_GUARDS[_consumer] = _guard_consumer
 _KEEP: list = []
 
 
@@ -1381,8 +1429,32 @@ def _guard_auto_open(fn, gates):
     return _no_auto_open(fn)
 
 
+def _disable_pandas_evaluator() -> None:
+    """pandas' expression evaluator is an interpreter of its own (DataFrame.eval, query, pandas.eval
+    all end here; '@name' resolves in pandas' own globals). Every name route to it is denied; this
+    closes it at the source too, for any route not yet known, while a cell runs."""
+    if "pandas" not in sys.modules:
+        return
+    module = sys.modules.get("pandas.core.computation.eval")
+    if module is None:
+        import pandas.core.computation.eval as module   # noqa: F811 - loaded lazily by DataFrame.eval
+    if getattr(module.eval, "__st_closed__", False):
+        return
+    from .confine import cell_is_running
+
+    original = module.eval
+
+    def eval(*args, **kwargs):
+        if cell_is_running():
+            raise CallDenied("pandas' expression evaluator", "it evaluates text outside the sandbox")
+        return original(*args, **kwargs)
+    eval.__st_closed__ = True
+    module.eval = eval
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
+    _disable_pandas_evaluator()
     np = sys.modules.get("numpy")
     if np is not None and np.load not in _CALL_GUARDS:
         _CALL_GUARDS[np.load] = _guard_numpy_load

@@ -88,6 +88,10 @@ class Policy:
 
     def module_rule(self, modname: str) -> ModuleRule | None:
         """The rule that covers ``modname``, or None when the module is not granted."""
+        public = _PUBLIC_FACES.get(modname.split(".", 1)[0])
+        if public is not None:
+            # plotly.colors *is* _plotly_utils.colors: the same rules as the public package
+            modname = public + modname[len(modname.split(".", 1)[0]):]
         if modname.startswith("_") or any(part.startswith("_") for part in modname.split(".")):
             # Private submodules (numpy._core, pandas._libs) are implementation detail.
             return None
@@ -180,6 +184,10 @@ class Policy:
             )
         except (TypeError, KeyError) as exc:
             raise PolicyError(f"malformed policy {merged.get('name')!r}: {exc}") from None
+
+
+# Private packages that a granted library re-exports as its public modules.
+_PUBLIC_FACES = {"_plotly_utils": "plotly"}
 
 
 class PolicyError(ValueError):
@@ -275,6 +283,8 @@ _DATA_OBJECT_DENY = (
     # numpy raw file access in C and loaders that can unpickle
     "numpy.ndarray.tofile", "numpy.fromfile", "numpy.memmap", "numpy.lib.npyio.DataSource",
     "numpy.DataSource", "numpy.ndarray.ctypes", "numpy.lib.stride_tricks.as_strided",
+    # evaluates a string in its caller's globals
+    "numpy.bmat",
     # extension registries change pandas for the whole process
     "pandas.api.extensions.register_dataframe_accessor", "pandas.api.extensions.register_series_accessor",
     "pandas.api.extensions.register_index_accessor", "pandas.api.extensions.register_extension_dtype",

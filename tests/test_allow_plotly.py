@@ -57,9 +57,6 @@ def test_plotly_batch(run):
     assert not [d for d in r.denials if d["kind"] != "file"], r   # (file denial noise is reported separately)
 
 
-@pytest.mark.xfail(strict=True, reason="FALSE-POSITIVE: plotly colour palettes (px.colors.qualitative.Set2, "
-                                       "px.colors.sequential.Viridis) are refused: plotly.colors.* are aliases of "
-                                       "modules of the private package _plotly_utils")
 @pytest.mark.parametrize("src,expected", [
     ("import plotly.express as px\nprint(px.colors.qualitative.Set2[0])", "rgb(102,194,165)\n"),
     ("import plotly.express as px\nprint(px.colors.sequential.Viridis[0])", "#440154\n"),

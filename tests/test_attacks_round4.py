@@ -27,9 +27,6 @@ CLASS_ROUTES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: the pandas string-dispatch guard wraps instance methods only; "
-                                       "pd.DataFrame.apply(df, 'eval', ...) -> DataFrame.eval -> "
-                                       "'@inspect.os.system(...)' -> os.system")
 @pytest.mark.parametrize("route", CLASS_ROUTES)
 def test_string_dispatch_through_the_class(sandbox, outside, route):
     marker = outside / "class_dispatch.txt"
@@ -67,9 +64,6 @@ f_obj = F()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (DoS): engine.inspect() reads __signature__/__doc__ of a sandbox class, "
-                                       "which calls the class's descriptor outside any cell; the idle tick raises "
-                                       "LimitExceeded (a BaseException) out of inspect() into the kernel")
 @pytest.mark.parametrize("token", ["C", "E"])
 def test_inspect_runs_no_sandbox_code(sandbox, token):
     assert sandbox.run(DESCRIPTORS).ok
@@ -133,9 +127,6 @@ s = S()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (DoS): complete()/inspect() call isinstance(obj, ...), which falls back "
-                                       "to obj.__class__ through a sandbox __getattribute__ outside any cell; "
-                                       "LimitExceeded escapes to the kernel")
 @pytest.mark.parametrize("call", ["complete:s.", "complete:s.x", "inspect:s"])
 def test_completion_on_instances_with_getattribute(sandbox, call):
     assert sandbox.run(GETATTRIBUTE).ok
