@@ -12,7 +12,7 @@ import sys
 
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
-from .gates import SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
+from .gates import OWN_CLASSES, SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
 from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (
@@ -139,6 +139,8 @@ def make_builtins(engine) -> dict:
         "__st_importfrom__": gates.importfrom,
         "__st_importstar__": gates.importstar,
         "__st_matched__": gates.matched,
+        "__st_type__": type,          # the real one-argument type, for the own-instance check
+        "__st_own__": OWN_CLASSES,
         "__st_matchclass__": gates.matchclass,
         "__st_matchvalue__": gates.matchvalue,
         "__st_format__": gates.format,

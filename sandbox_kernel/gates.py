@@ -120,6 +120,9 @@ DEFAULT_MAX_BYTES = 1 << 30
 
 _SANDBOX_CLASSES: "weakref.WeakSet[type]" = weakref.WeakSet()
 # Functions of the runtime that cells are meant to hold (print, display, guarded library calls).
+# Classes the cell defined from its own classes and object alone (type metaclass): rewritten methods
+# read and write non-dunder attributes of their instances without a gate call (rewriter.py).
+OWN_CLASSES: set = set()
 _RUNTIME_BOUND: set = set()   # bound methods of the runtime (they have no __dict__ to mark)
 
 
@@ -1023,6 +1026,9 @@ class Gates:
                 self.deny(BuiltinDenied("a __del__ that is not a function defined in the cell",
                                         "finalizers run after the cell, where nothing else may"))
             _SANDBOX_CLASSES.add(cls)
+            if type(cls) is type and _wholly_sandboxed(cls) and all(
+                    k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
+                OWN_CLASSES.add(cls)
         return cls
 
 

@@ -88,6 +88,8 @@ class Rewriter(ast.NodeTransformer):
         self._function_depth = 0
         self._hoisted: list[list] = []       # class-pattern stand-ins, per enclosing match
         self._match_classes = 0
+        self._in_class_body = False
+        self._receivers: list[str] = []      # first parameters of enclosing methods ("self")
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -157,11 +159,21 @@ class Rewriter(ast.NodeTransformer):
             node.returns = self.visit(node.returns)
         for tp in getattr(node, "type_params", None) or []:
             self.visit(tp)
+        receiver = None
+        if self._in_class_body:
+            positional = node.args.posonlyargs + node.args.args
+            receiver = positional[0].arg if positional else None
         self._function_depth += 1
+        in_class_body, self._in_class_body = self._in_class_body, False
+        if receiver:
+            self._receivers.append(receiver)
         try:
             body = self._visit_body(node.body)
         finally:
             self._function_depth -= 1
+            self._in_class_body = in_class_body
+            if receiver:
+                self._receivers.pop()
         doc = []
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -200,10 +212,12 @@ class Rewriter(ast.NodeTransformer):
         for tp in getattr(node, "type_params", None) or []:
             self.visit(tp)
         self._class_names.append(node.name)
+        in_class_body, self._in_class_body = self._in_class_body, True
         try:
             node.body = self._visit_body(node.body) or [ast.copy_location(ast.Pass(), node)]
         finally:
             self._class_names.pop()
+            self._in_class_body = in_class_body
         return node
 
     def visit_TypeVar(self, node):
@@ -236,14 +250,37 @@ class Rewriter(ast.NodeTransformer):
         self._check_name(node.id, node, binding=not isinstance(node.ctx, ast.Load))
         return node
 
+    def _receiver_fast_path(self, value, attr) -> bool:
+        """self.x inside a method: worth an inline check (see visit_Attribute)."""
+        return (isinstance(value, ast.Name) and value.id in self._receivers and not attr.startswith("__")
+                and attr not in FRAME_ATTRIBUTES and attr != "mro")
+
+    @staticmethod
+    def _is_own_instance(name: str) -> ast.expr:
+        """'__st_type__(self) in __st_own__': self's class is one the cell defined from its own classes
+        and object only; every non-dunder attribute of such an instance is the cell's to read and write."""
+        return ast.Compare(left=_call("type", ast.Name(id=name, ctx=ast.Load())), ops=[ast.In()],
+                           comparators=[_gate("own")])
+
     def visit_Attribute(self, node):
         """'a.b' becomes '__st_getattr__(a, "b")'; as a store or delete target,
-        'a.b = v' becomes '__st_write__(a, "b").b = v' (the gate returns a only if the write is allowed)."""
+        'a.b = v' becomes '__st_write__(a, "b").b = v' (the gate returns a only if the write is allowed).
+        Inside a method, 'self.b' becomes 'self.b if __st_type__(self) in __st_own__ else
+        __st_getattr__(self, "b")' (and likewise for stores): the instance of a class the cell wholly
+        defined needs no gate for a non-dunder name, and OOP code spends its time there."""
         attr = self._mangle(node.attr)
         value = self.visit(node.value)
+        fast = self._receiver_fast_path(value, attr)
         if isinstance(node.ctx, ast.Load):
-            return ast.copy_location(_call("getattr", value, _const(attr)), node)
+            gated = ast.copy_location(_call("getattr", value, _const(attr)), node)
+            if not fast:
+                return gated
+            raw = ast.Attribute(value=ast.Name(id=value.id, ctx=ast.Load()), attr=attr, ctx=ast.Load())
+            return ast.copy_location(ast.IfExp(test=self._is_own_instance(value.id), body=raw, orelse=gated), node)
         checked = ast.copy_location(_call("write", value, _const(attr)), node)
+        if fast:
+            checked = ast.copy_location(ast.IfExp(test=self._is_own_instance(value.id),
+                                                  body=ast.Name(id=value.id, ctx=ast.Load()), orelse=checked), node)
         return ast.copy_location(ast.Attribute(value=checked, attr=attr, ctx=node.ctx), node)
 
     def visit_Subscript(self, node):
@@ -279,8 +316,15 @@ class Rewriter(ast.NodeTransformer):
         target = node.target
         if isinstance(target, ast.Attribute):
             obj = self.visit(target.value)
-            call = _call("augattr", obj, _const(self._mangle(target.attr)), _const(symbol), value)
-            return ast.copy_location(ast.Expr(value=call), node)
+            attr = self._mangle(target.attr)
+            call = ast.copy_location(ast.Expr(value=_call("augattr", obj, _const(attr), _const(symbol), value)), node)
+            if self._receiver_fast_path(obj, attr) and not sized:
+                # 'self.n += 1' in a method: 'if __st_type__(self) in __st_own__: self.n += 1 / else: gate'
+                raw = ast.AugAssign(target=ast.Attribute(value=ast.Name(id=obj.id, ctx=ast.Load()), attr=attr,
+                                                         ctx=ast.Store()), op=node.op, value=value)
+                return ast.copy_location(ast.If(test=self._is_own_instance(obj.id),
+                                                body=[ast.copy_location(raw, node)], orelse=[call]), node)
+            return call
         if isinstance(target, ast.Name):
             self._check_name(target.id, target, binding=True)
             if sized:

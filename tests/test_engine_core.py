@@ -247,3 +247,19 @@ def test_strict_policy_has_no_files(tmp_path):
     _, done = run(eng, "open('x.txt', 'w').write('data')")
     assert done["denials"][0]["kind"] == "builtin" or done["denials"][0]["kind"] == "file"
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_methods_read_their_own_instances_inline_but_anything_else_through_the_gate(engine):
+    """self.x in a method skips the gate only for instances of classes the cell wholly defined."""
+    run(engine, "import pandas as pd\nclass C:\n    def peek(self):\n        return self._mgr\n"
+                "    def private(self):\n        return self._secret\n    def set(self, v):\n        self._secret = v\n"
+                "    def frame(self):\n        return self.gi_frame\n"
+                "def g():\n    yield 1\n")
+    _, done = run(engine, "C.peek(pd.DataFrame({'a': [1]}))")
+    assert done["error"]["ename"] == "AttributeDenied" and done["denials"][0]["kind"] == "attribute"
+    _, done = run(engine, "C.frame(g())")
+    assert done["error"]["ename"] == "AttributeDenied"
+    _, done = run(engine, "class D(pd.DataFrame):\n    pass\nC.set(D({'a': [1]}), 1)")
+    assert done["error"]["ename"] == "AttributeDenied"   # a library subclass: the write gate decides
+    events, done = run(engine, "c = C()\nc.set(5)\nc.private()")
+    assert results(events) == ["5"] and done["denials"] == []
