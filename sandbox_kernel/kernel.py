@@ -310,6 +310,7 @@ class SandboxKernel(IPythonKernel):
 
         done = self._run(parsed.code, policy, cell, silent, count)
         summary.update(_summary_from(done, policy, self.current_isolation, cell))
+        summary["os_layers"] = self._active_layers()
         if notes:
             summary["output"] = notes + summary["output"]
         if store_history and not silent and self._history:
@@ -429,6 +430,17 @@ class SandboxKernel(IPythonKernel):
             elif control.name == "sandbox_audit":
                 notes.append(self._audit_text())
         return policy, "".join(notes)
+
+    def _active_layers(self) -> list:
+        """The OS layers confining the cell's worker (Landlock, seccomp, rlimits ...), for agents."""
+        if self._backend is None:
+            return []
+        try:
+            layers = (self._backend.status() or {}).get("os_layers") or {}
+        except Exception:
+            return []
+        active = layers.get("active") if isinstance(layers, dict) else None
+        return list(active) if isinstance(active, (list, tuple)) else []
 
     def _worker_for(self, policy: Policy) -> str:
         """A worker whose OS limits are tighter than `policy` needs is replaced (state is lost)."""

@@ -172,4 +172,8 @@ def test_execute_reply_metadata_for_agents(kernel, request):
     assert result["denials"][0]["kind"] == "import" and result["denials"][0]["target"] == "os"
     level = request.node.callspec.params["kernel"]
     assert result["policy"] == "data-science" and result["isolation"] == level
+    if level == "kernel":
+        assert {"landlock", "seccomp", "rlimits"} <= set(result["os_layers"]), result["os_layers"]
+    elif level == "none":
+        assert result["os_layers"] == []
     assert "error" in iopub_types(result)
