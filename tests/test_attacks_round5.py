@@ -102,12 +102,17 @@ def _cap_1g():
     resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (DoS/OOM): list.extend(iter(list)) grows the list from its own "
-                                       "iterator in C until memory runs out; no tick, alarm or size check runs")
-@pytest.mark.parametrize("src", ["x = [0]\nx.extend(iter(x))", "x = [0]\nx += iter(x)"])
+@pytest.mark.parametrize("src", [
+    "x = [0]\nx.extend(iter(x))",
+    pytest.param("x = [0]\nx += iter(x)", marks=pytest.mark.xfail(
+        strict=True, reason="BYPASS (DoS/OOM): list += iter(list) grows the list from its own iterator in C "
+                            "(extend is materialised first; += on a name is not gated)")),
+])
 def test_self_feeding_extend(src):
     out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=20,
                          cwd=os.path.dirname(os.path.dirname(__file__)), preexec_fn=_cap_1g)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded", "SizeDenied", "MemoryLimitExceeded"), \
+    # ending at all is the point: a snapshot of the iterator (status ok) or a limit
+    assert result["status"] == "ok" or result["ename"] in (
+        "TimeLimitExceeded", "TickLimitExceeded", "SizeDenied", "MemoryLimitExceeded"), \
         f"{result} (in-process without an address-space cap this fills the host's memory)"

@@ -52,9 +52,6 @@ def test_bmat_cannot_read_gate_globals(sandbox):
 
 # --- finalizers made of library callables run after the cell, unconfined ------------------------------
 
-@pytest.mark.xfail(strict=True, reason="BYPASS: __del__ = functools.partial(df.to_csv, '/outside/x.csv') is library "
-                                       "code (no tick); the garbage collector runs it after the cell, where files "
-                                       "are not confined: it writes anywhere")
 @pytest.mark.parametrize("finalizer", [
     "functools.partial(pd.DataFrame({{'x': [1]}}).to_csv, {target!r})",
     "functools.partial(np.savetxt, {target!r}, np.arange(3))",
@@ -65,7 +62,7 @@ def test_library_callable_finalizer_after_cell(sandbox, outside, finalizer):
     r = sandbox.run("import functools, pandas as pd, numpy as np\n"
                     f"class X:\n    __del__ = {finalizer.format(target=target)}\n"
                     "x = X()\nx.me = x\ndel x\n")
-    assert r.ok, r
+    assert r.ok or r.denied(), r      # refusing the class is as good as a finalizer that cannot act
     gc.collect()
     assert not (outside / "finalizer.txt").exists(), "a finalizer wrote outside the workdir after the cell"
 
