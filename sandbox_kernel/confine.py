@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import threading
+import weakref
 
 from .denials import FileDenied, NetworkDenied, OperationDenied
 
@@ -63,7 +64,19 @@ def _read_only_roots() -> tuple[str, ...]:
     return tuple(sorted({_realpath(r) for r in roots if r}))
 
 
+def _max_open_files() -> int:
+    """A quarter of the process's descriptors, at most 256: the rest stay the kernel's."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 256
+    return 256 if soft == getattr(resource, "RLIM_INFINITY", -1) else max(8, min(256, soft // 4))
+
+
 _READ_ONLY_MODES = frozenset("rbt")
+_OPENED: "weakref.WeakSet" = weakref.WeakSet()   # files opened for cells (their own open and libraries')
 
 
 class ConfinedFiles:
@@ -148,7 +161,17 @@ class ConfinedFiles:
         full = self.resolve(file)
         if isinstance(mode, str) and any(c in mode for c in "wax+"):
             self._check_hidden(full, os.fsdecode(os.fspath(file)) if not isinstance(file, int) else "?")
-        return _ORIGINAL_OPEN(full, mode, *args, **kwargs)
+        cap = _max_open_files()
+        if sum(1 for f in list(_OPENED) if not f.closed) >= cap:
+            # descriptors are the process's: a cell holding them all would leave the kernel none
+            self._deny(FileDenied(os.fsdecode(os.fspath(file)) if not isinstance(file, int) else "?",
+                                  f"at most {cap} files may be open at once; close some first"))
+        handle = _ORIGINAL_OPEN(full, mode, *args, **kwargs)
+        try:
+            _OPENED.add(handle)
+        except TypeError:
+            pass
+        return handle
 
 
 def _import_roots() -> tuple[str, ...]:

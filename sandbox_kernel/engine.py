@@ -31,7 +31,7 @@ from . import confine, render
 from .builtins_table import make_builtins
 from .denials import LimitExceeded, SandboxViolation, ValidationDenied
 from .gates import Gates, is_sandbox_class
-from .limits import Budget
+from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
 from .streams import OutputStreams
@@ -56,6 +56,8 @@ class Engine:
         """A fresh namespace (kernel restart, or after a worker was lost)."""
         self.builtins: dict = {}
         self._context = contextvars.copy_context()
+        # the memory limit counts from here: what earlier cells kept counts against later ones
+        self._rss_baseline = resident_bytes()
         self.budget = Budget(self.builtins)
         self.namespace: dict = {"__name__": "__main__", "__doc__": None, "__builtins__": self.builtins}
         self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
@@ -121,7 +123,7 @@ class Engine:
         sys.stdout, sys.stderr = streams.stdout, streams.stderr
         self.budget.on_alarm = streams.flush_if_due
         self.budget.start(ticks=limits.ticks, timeout=limits.timeout, memory_mb=limits.memory_mb,
-                          policy_name=policy.name)
+                          policy_name=policy.name, memory_baseline=self._rss_baseline)
         tripped = None
         try:
             try:

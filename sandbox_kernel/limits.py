@@ -69,14 +69,16 @@ class Budget:
 
     # -- arming ----------------------------------------------------------------------------------
 
-    def start(self, *, ticks, timeout, memory_mb, policy_name):
+    def start(self, *, ticks, timeout, memory_mb, policy_name, memory_baseline=None):
+        """memory_baseline: resident size the limit counts from (the engine's, taken when its namespace
+        was made), so that what earlier cells kept counts too; None counts from the cell's start."""
         self.policy_name = policy_name
         self.tick_limit = ticks
         self.timeout = timeout
         self.memory_limit = memory_mb * 1024 * 1024 if memory_mb else None
         self.started = time.monotonic()
         self.deadline = self.started + timeout if timeout else None
-        self.rss_start = resident_bytes() if self.memory_limit else 0
+        self.rss_start = (memory_baseline if memory_baseline else resident_bytes()) if self.memory_limit else 0
         self.tripped = None
         self._cancel_requested = False
         self._full_chunks = 0
@@ -91,6 +93,12 @@ class Budget:
         """Disarm and return the limit that tripped during the cell, if any."""
         self._ticks_final = self.ticks_used()
         self.running = False        # first: an alarm that fires from here on does nothing
+        if self.tripped is None and self.memory_limit is not None \
+                and resident_bytes() - self.rss_start > self.memory_limit:
+            # a cell short enough to finish between two samples still ends over its limit
+            self.tripped = MemoryLimitExceeded(
+                f"memory limit exceeded: {self.memory_limit // (1024 * 1024)} MB (policy '{self.policy_name}')",
+                policy=self.policy_name)
         self._disarm_alarm()
         self._idle()
         return self.tripped

@@ -42,9 +42,6 @@ def _run(src):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (DoS): a cell keeps every file descriptor of the process open "
-                                       "(files = [open(...) ...] in the namespace); afterwards the host cannot open "
-                                       "a file or a socket (in-process level: the kernel's ZMQ)")
 def test_cell_cannot_exhaust_file_descriptors():
     result = _run("files = []\ntry:\n    for i in range(100000):\n        files.append(open('f%d.txt' % i, 'w'))\n"
                   "except OSError:\n    pass\n")
@@ -71,8 +68,6 @@ MEMORY_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (memory): the memory limit measures growth per cell; 150 MB kept per "
-                                       "cell under a 200 MB limit adds up to 600 MB in the host without any limit")
 def test_memory_limit_counts_what_earlier_cells_kept():
     out = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=60,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
