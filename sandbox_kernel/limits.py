@@ -184,7 +184,8 @@ class Budget:
                     f"memory limit exceeded: {self.memory_limit // (1024 * 1024)} MB (policy '{self.policy_name}')",
                     policy=self.policy_name))
 
-    def trip(self, exc: LimitExceeded):
+    def _make_sticky(self, exc: LimitExceeded) -> LimitExceeded:
+        """Record the first limit that tripped; from now on every tick raises it again."""
         with self._lock:
             if self.tripped is None:
                 self.tripped = exc
@@ -194,10 +195,10 @@ class Budget:
             raise tripped
 
         self._install(sticky)
-        raise tripped
+        return tripped
 
-    def remaining_bytes(self) -> int | None:
-        return self.memory_limit
+    def trip(self, exc: LimitExceeded):
+        raise self._make_sticky(exc)
 
     # -- cancellation and the alarm -------------------------------------------------------------
 
@@ -205,16 +206,7 @@ class Budget:
         """Thread-safe: the next tick chunk or alarm ends the cell."""
         self._cancel_requested = True
         if self.running:
-            exc = Cancelled("the cell was interrupted", policy=getattr(self, "policy_name", None))
-            with self._lock:
-                if self.tripped is None:
-                    self.tripped = exc
-            tripped = self.tripped
-
-            def sticky():
-                raise tripped
-
-            self._install(sticky)
+            self._make_sticky(Cancelled("the cell was interrupted", policy=getattr(self, "policy_name", None)))
             if self._alarm_armed and threading.current_thread() is not threading.main_thread():
                 try:
                     signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
