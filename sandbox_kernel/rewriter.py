@@ -90,6 +90,7 @@ class Rewriter(ast.NodeTransformer):
         self._match_classes = 0
         self._in_class_body = False
         self._receivers: list[str] = []      # first parameters of enclosing methods ("self")
+        self._module_names: set[str] = set()  # names the cell binds by import (np, pd): never own instances
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -251,9 +252,10 @@ class Rewriter(ast.NodeTransformer):
         return node
 
     def _receiver_fast_path(self, value, attr) -> bool:
-        """self.x inside a method: worth an inline check (see visit_Attribute)."""
-        return (isinstance(value, ast.Name) and value.id in self._receivers and not attr.startswith("__")
-                and attr not in FRAME_ATTRIBUTES and attr != "mro")
+        """name.x (self.x, p.x): worth an inline own-instance check (see visit_Attribute); names the cell
+        bound by import are modules, never own instances."""
+        return (isinstance(value, ast.Name) and value.id not in self._module_names
+                and not attr.startswith("__") and attr not in FRAME_ATTRIBUTES and attr != "mro")
 
     @staticmethod
     def _is_own_instance(name: str) -> ast.expr:
@@ -265,9 +267,9 @@ class Rewriter(ast.NodeTransformer):
     def visit_Attribute(self, node):
         """'a.b' becomes '__st_getattr__(a, "b")'; as a store or delete target,
         'a.b = v' becomes '__st_write__(a, "b").b = v' (the gate returns a only if the write is allowed).
-        Inside a method, 'self.b' becomes 'self.b if __st_type__(self) in __st_own__ else
-        __st_getattr__(self, "b")' (and likewise for stores): the instance of a class the cell wholly
-        defined needs no gate for a non-dunder name, and OOP code spends its time there."""
+        For a name, 'p.b' becomes 'p.b if __st_type__(p) in __st_own__ else __st_getattr__(p, "b")'
+        (and likewise for stores): the instance of a class the cell wholly defined needs no gate for a
+        non-dunder name, and OOP code spends its time there."""
         attr = self._mangle(node.attr)
         value = self.visit(node.value)
         fast = self._receiver_fast_path(value, attr)
@@ -448,6 +450,7 @@ class Rewriter(ast.NodeTransformer):
         for alias in node.names:
             bound = alias.asname or alias.name.split(".")[0]
             self._check_name(bound, node, binding=True)
+            self._module_names.add(bound)
             call = _call("import", _const(alias.name), _const(alias.asname is not None))
             out.append(ast.copy_location(
                 ast.Assign(targets=[ast.Name(id=bound, ctx=ast.Store())], value=call), node))
