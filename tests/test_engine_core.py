@@ -263,3 +263,18 @@ def test_methods_read_their_own_instances_inline_but_anything_else_through_the_g
     assert done["error"]["ename"] == "AttributeDenied"   # a library subclass: the write gate decides
     events, done = run(engine, "c = C()\nc.set(5)\nc.private()")
     assert results(events) == ["5"] and done["denials"] == []
+
+
+@pytest.mark.parametrize("src", [
+    "import pandas as pd\ndef peek(p):\n    return p._mgr\npeek(pd.DataFrame({'a': [1]}))",
+    "import pandas as pd\np = pd.DataFrame({'a': [1]})\np._mgr",
+    "def g():\n    yield 1\ndef frame(p):\n    return p.gi_frame\nframe(g())",
+    "import math\ndef put(m):\n    m.floor = 3\nput(math)",
+    "class C:\n    pass\nc = C()\nc.__class__ = int",
+])
+def test_the_own_instance_fast_path_never_applies_to_other_objects(engine, src):
+    import math
+    floor = math.floor
+    _, done = run(engine, src)
+    assert done["error"] and done["error"]["ename"] in ("AttributeDenied", "NameDenied", "ValidationDenied"), done
+    assert math.floor is floor
