@@ -37,7 +37,7 @@ import _string
 
 from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
 from .policy import Policy
-from .rewriter import CELL_FILENAME_PREFIX, FRAME_ATTRIBUTES
+from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
 
 # ------------------------------------------------------------------------------------------------
 # What is harmless to read
@@ -123,6 +123,9 @@ _SANDBOX_CLASSES: "weakref.WeakSet[type]" = weakref.WeakSet()
 # Classes the cell defined from its own classes and object alone (type metaclass): rewritten methods
 # read and write non-dunder attributes of their instances without a gate call (rewriter.py).
 OWN_CLASSES: set = set()
+# Instances of builtin data are the cell's own too: their public attributes are bound methods and plain
+# data (the gate reads them unchecked as well), except the stand-ins the rewriter leaves to the gates.
+OWN_CLASSES.update(_PURE_DATA)
 _RUNTIME_BOUND: set = set()   # bound methods of the runtime (they have no __dict__ to mark)
 
 
@@ -1110,6 +1113,8 @@ def _is_plotly_figure(t) -> bool:
 # sized gate (charged as ticks, and a snapshot).
 _GROWING_METHODS = frozenset({"extend", "update", "extendleft", "union", "intersection", "difference",
                               "symmetric_difference", "fromkeys", "join"})
+assert _GROWING_METHODS | {"format", "format_map", "ljust", "rjust", "center", "zfill", "expandtabs"} \
+    <= DATA_METHODS_WITH_STAND_INS, "the rewriter's inline path must leave every stand-in to the gates"
 _GROWING_TYPES = frozenset({list, set, dict, bytearray, str, bytes, collections.deque})
 _MATERIAL = frozenset({list, tuple, set, frozenset, dict, str, bytes, bytearray, range})
 
@@ -1203,7 +1208,7 @@ _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": ope
             "//": operator.ifloordiv}
 _SEQ_ITEM_BYTES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
 _SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearray, sorted, sum, min, max,
-                                   any, all, str)}
+                                   any, all)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -40,7 +40,14 @@ FRAME_ATTRIBUTES = frozenset({
 # Calls whose argument is consumed in C; the gate charges its length before the call starts.
 SIZED_CALLS = frozenset({
     "list", "tuple", "set", "frozenset", "dict", "bytes", "bytearray", "sorted", "sum", "min", "max",
-    "any", "all", "str",
+    "any", "all",
+})   # not str: str(x) does not consume an iterable (and str(huge int) is refused by CPython itself)
+
+# Methods of builtin data that the gates replace with stand-ins (format traversal, padding sizes, C
+# consumers of iterables): the inline own-instance path never applies to these names.
+DATA_METHODS_WITH_STAND_INS = frozenset({
+    "format", "format_map", "ljust", "rjust", "center", "zfill", "expandtabs", "extend", "update",
+    "extendleft", "union", "intersection", "difference", "symmetric_difference", "fromkeys", "join",
 })
 
 # The largest constant exponent / multiplier that is left ungated (x**2, x*3.0 stay fast).
@@ -255,7 +262,8 @@ class Rewriter(ast.NodeTransformer):
         """name.x (self.x, p.x): worth an inline own-instance check (see visit_Attribute); names the cell
         bound by import are modules, never own instances."""
         return (isinstance(value, ast.Name) and value.id not in self._module_names
-                and not attr.startswith("__") and attr not in FRAME_ATTRIBUTES and attr != "mro")
+                and not attr.startswith("__") and attr not in FRAME_ATTRIBUTES and attr != "mro"
+                and attr not in DATA_METHODS_WITH_STAND_INS)
 
     @staticmethod
     def _is_own_instance(name: str) -> ast.expr:
