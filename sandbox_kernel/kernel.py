@@ -225,8 +225,14 @@ class SandboxKernel(IPythonKernel):
 
     # -- publishing --------------------------------------------------------------------------------
 
+    _cell_parent = None   # the execute_request being answered (see _execute)
+
     def _publish(self, msg_type: str, content: dict):
-        self.session.send(self.iopub_socket, msg_type, content, parent=self.get_parent("shell"),
+        # The parent is the request of the cell being run, captured when it started: a worker's events
+        # may be relayed from another thread or task, where get_parent() would name another request
+        # (and the front end would drop the output as someone else's).
+        parent = self._cell_parent if self._cell_parent is not None else self.get_parent("shell")
+        self.session.send(self.iopub_socket, msg_type, content, parent=parent,
                           ident=self._topic(msg_type))
 
     def _publish_streams(self, chunks):
@@ -256,9 +262,11 @@ class SandboxKernel(IPythonKernel):
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
+        self._cell_parent = self.get_parent("shell")
         try:
             return self._execute(code, silent, store_history, user_expressions)
         finally:
+            self._cell_parent = None
             self._flush_audit()
 
     def _execute(self, code, silent, store_history, user_expressions):
