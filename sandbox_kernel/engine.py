@@ -25,6 +25,7 @@ import re
 import sys
 import time
 from collections import deque
+from types import ModuleType
 from typing import Callable
 
 from . import confine, render
@@ -364,7 +365,7 @@ class Engine:
 
     def _visible_globals(self) -> list[str]:
         names = [n for n in self.namespace if not n.startswith("__")]
-        names += [n for n in self.builtins if not n.startswith("_") and n not in _HIDDEN_BUILTINS]
+        names += [n for n in self.builtins if not n.startswith("_")]
         return names
 
     def _resolve_static(self, path: str):
@@ -375,7 +376,7 @@ class Engine:
             return None, False
         if first in self.namespace:
             obj = self.namespace[first]
-        elif first in self.builtins and first not in _HIDDEN_BUILTINS:
+        elif first in self.builtins:
             obj = self.builtins[first]
         else:
             return None, False
@@ -390,7 +391,7 @@ class Engine:
     def _visible_attributes(self, obj) -> list[str]:
         gates = self.gates
         names = set()
-        if type(obj).__name__ == "module" and type(obj).__module__ == "builtins":
+        if type(obj) is ModuleType:
             modname = obj.__dict__.get("__name__")
             rule = gates.policy.module_rule(modname) if isinstance(modname, str) else None
             if rule is None:
@@ -398,7 +399,7 @@ class Engine:
             for n, v in list(obj.__dict__.items()):
                 if isinstance(n, str) and not n.startswith("_") and rule.attribute_allowed(n) \
                         and (obj, n) not in gates._denied_pairs:
-                    if type(v).__name__ == "module" and not gates.policy.module_allowed(getattr(v, "__name__", "")):
+                    if type(v) is ModuleType and not gates.policy.module_allowed(getattr(v, "__name__", "")):
                         continue
                     names.add(n)
             return sorted(names)
@@ -425,7 +426,6 @@ class Engine:
 
 # -- helpers ------------------------------------------------------------------------------------
 
-_HIDDEN_BUILTINS = frozenset()
 _NEVER_LISTED = frozenset({"mro"})
 
 
@@ -445,7 +445,7 @@ def _instance_dict(obj):
 
 
 def _static_lookup(obj, name):
-    if type(obj).__name__ == "module":
+    if type(obj) is ModuleType:
         if name in obj.__dict__:
             return True, obj.__dict__[name]
         return False, None

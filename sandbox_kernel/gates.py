@@ -303,7 +303,6 @@ class Gates:
         self._super_cache: dict = {}
         self._instance_types: dict = {}
         self._match_stand_ins: dict = {}
-        self._module_cache: dict = {}
         self._safe_functions: set = set()
         self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
         self._denied_pairs: set = set()   # (class or module, attribute)
@@ -661,10 +660,7 @@ class Gates:
         return "granted modules: " + ", ".join(self.policy.allowed_top_modules())
 
     def _decide_module(self, mod, n):
-        try:
-            return self._module_cache[(mod, n)]
-        except KeyError:
-            pass
+        """Module attributes are cached in the main cache under (module, name); see getattr."""
         modname = mod.__dict__.get("__name__")
         rule = self.policy.module_rule(modname) if type(modname) is str else None
         if rule is None:
@@ -686,14 +682,12 @@ class Gates:
             checked = types.MappingProxyType(value)
         elif type(value) in (list, set):
             decision = (lambda v, kind: lambda _m: kind(v))(value, type(value))   # a copy per read
-            self._module_cache[(mod, n)] = decision
             self._cache[(mod, n)] = decision
             return decision
         if checked is value and type(value) is not ModuleType:
             decision = _ALLOW_PURE
         else:
             decision = (lambda v: lambda _m: v)(checked) if checked is not value else _ALLOW
-        self._module_cache[(mod, n)] = decision
         self._cache[(mod, n)] = decision
         return decision
 
