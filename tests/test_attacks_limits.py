@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from childcell import TIGHT, run_cell_in_child
+
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 # The four the issue names, plus their relatives. Each must be refused before it starts.
@@ -183,32 +185,14 @@ def test_catastrophic_regex_is_interrupted(run):
 
 # --- attacks that may hang the process: a child process with a hard timeout ------------------------
 
-CHILD = textwrap.dedent("""
-    import dataclasses, json, sys, tempfile
-    from sandbox_kernel.engine import Engine
-    from sandbox_kernel.policy import PRESETS
-    p = PRESETS["data-science"]
-    eng = Engine(p, workdir=tempfile.mkdtemp())
-    done = eng.run_cell(sys.argv[1], emit=lambda e: None,
-                        limits=dataclasses.replace(p.limits, timeout=1.0, ticks=10**7, memory_mb=256))
-    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename")}))
-""")
-
-
-def _address_space_cap():
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))   # protects the test host from runaway children
-
-
 def _run_child(src: str, hard_timeout: float = 3.0):
     t0 = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True,
-                             timeout=hard_timeout, cwd=os.path.dirname(os.path.dirname(__file__)),
-                             preexec_fn=_address_space_cap)
+        result = run_cell_in_child(src, limits=TIGHT, timeout=hard_timeout,
+                                   rlimits={"RLIMIT_AS": 4 << 30})   # protects the test host from runaway children
     except subprocess.TimeoutExpired:
         return None, time.monotonic() - t0
-    return json.loads(out.stdout.strip().splitlines()[-1]), time.monotonic() - t0
+    return result, time.monotonic() - t0
 
 
 def test_child_harness_reports_a_limit():
@@ -268,6 +252,11 @@ TEARDOWN_CHILD = textwrap.dedent("""
 
 CLEAN = {"raised": None, "confined": False, "net_denied": False, "stdout_restored": True,
          "budget_running": False, "alarm_armed": False}
+
+
+def _address_space_cap():
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))   # protects the test host from runaway children
 
 
 def _teardown_state(src):

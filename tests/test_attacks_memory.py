@@ -3,34 +3,13 @@
 the real builtins are one pointer away. Runs in a child process (a mistake here segfaults)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-CHILD = textwrap.dedent("""
-    import json, sys, tempfile
-    from sandbox_kernel.engine import Engine
-    from sandbox_kernel.policy import PRESETS
-    eng = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp())
-    done = eng.run_cell(sys.argv[1], emit=lambda e: None)
-    ns = eng.namespace
-    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename"),
-                      "denials": len(done["denials"]), "got_object_array": bool(ns.get("ok_made"))}))
-    sys.stdout.flush()
-    import os
-    os._exit(0)   # skip teardown of forged objects
-""")
+from childcell import run_cell_in_child
 
 
-def _run(src, timeout=30):
-    out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=timeout,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
-    lines = out.stdout.strip().splitlines()
-    return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+def _run(src):
+    return run_cell_in_child(src, report=("status", "ename", "denials"), ns=("ok_made",), hard_exit=True, timeout=30)
 
 
 FAKEOBJ_EXPLOIT = """\
@@ -78,7 +57,7 @@ def test_object_array_over_a_buffer_is_refused(tmp_path, constructor):
 ])
 def test_object_dtype_over_buffer_variants(src):
     result = _run(src)
-    assert not result.get("got_object_array"), result
+    assert not result.get("ok_made"), result
 
 
 @pytest.mark.parametrize("src", [
@@ -133,7 +112,7 @@ def test_int_view_over_object_array_is_refused(tmp_path, view):
                                        "(an addrof primitive)")
 def test_frombuffer_over_object_array_is_refused():
     result = _run("import numpy as np\no = np.empty(1, dtype=object)\nok_made = int(np.frombuffer(o, dtype=np.int64)[0]) != 0")
-    assert not result.get("got_object_array"), result
+    assert not result.get("ok_made"), result
 
 
 ARRAY_INTERFACE_VIA_DICT = """\
@@ -154,4 +133,4 @@ ok_made = math.tau == 3.0
 @pytest.mark.parametrize("key", ["'__array_' + 'interface__'", "'__array_interface__'"])
 def test_array_interface_through_instance_dict(key):
     result = _run(ARRAY_INTERFACE_VIA_DICT.format(key=key))
-    assert not result.get("got_object_array"), f"math.tau was overwritten through numpy ({result})"
+    assert not result.get("ok_made"), f"math.tau was overwritten through numpy ({result})"

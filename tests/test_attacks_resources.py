@@ -10,36 +10,27 @@ import textwrap
 
 import pytest
 
-CHILD = textwrap.dedent("""
-    import json, socket, sys, tempfile
-    from sandbox_kernel.engine import Engine
-    from sandbox_kernel.policy import PRESETS
-    eng = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp())
-    done = eng.run_cell(sys.argv[1], emit=lambda e: None)
-    state = {"status": done["status"], "ename": (done["error"] or {}).get("ename")}
-    try:
-        open("/dev/null").close()
-        state["host_open"] = True
-    except OSError:
-        state["host_open"] = False
-    try:
-        socket.socket().close()
-        state["host_socket"] = True
-    except OSError:
-        state["host_socket"] = False
-    print(json.dumps(state))
-""")
+from childcell import run_cell_in_child
 
-
-def _few_descriptors():
-    import resource
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))   # same effect as the default, found faster
+HOST_DESCRIPTORS = """
+    import socket
+    def probe_host(report):   # after the cell: can the host still open a file and a socket?
+        try:
+            open("/dev/null").close()
+            report["host_open"] = True
+        except OSError:
+            report["host_open"] = False
+        try:
+            socket.socket().close()
+            report["host_socket"] = True
+        except OSError:
+            report["host_socket"] = False
+"""
 
 
 def _run(src):
-    out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=60,
-                         cwd=os.path.dirname(os.path.dirname(__file__)), preexec_fn=_few_descriptors)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_cell_in_child(src, probe=HOST_DESCRIPTORS, timeout=60,
+                             rlimits={"RLIMIT_NOFILE": 256})   # same effect as the default, found faster
 
 
 def test_cell_cannot_exhaust_file_descriptors():
@@ -80,9 +71,8 @@ def test_memory_limit_counts_what_earlier_cells_kept():
     "import scipy.spatial\nt = scipy.spatial.cKDTree.__new__(scipy.spatial.cKDTree)\nt.count_neighbors(t, 1.0)",
 ])
 def test_uninitialised_library_objects_cannot_crash_the_process(src):
-    out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=60,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert out.returncode == 0 and out.stdout.strip(), f"the process died (exit {out.returncode})"
+    result = run_cell_in_child(src, probe=HOST_DESCRIPTORS, report=("status", "ename", "returncode"), timeout=60)
+    assert result.get("returncode") == 0, f"the process died ({result})"
 
 
 @pytest.mark.xfail(strict=True, reason="BYPASS (DoS): a million nested map()/filter() iterators overflow the C stack "
@@ -90,6 +80,5 @@ def test_uninitialised_library_objects_cannot_crash_the_process(src):
 @pytest.mark.parametrize("wrapper", ["map(abs, x)", "filter(None, x)"])
 def test_nested_c_iterators_cannot_crash_the_process(wrapper):
     src = f"x = iter([1])\nfor _ in range(10**6):\n    x = {wrapper}\nnext(x)\n"
-    out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=60,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert out.returncode == 0 and out.stdout.strip(), f"the process died (exit {out.returncode})"
+    result = run_cell_in_child(src, probe=HOST_DESCRIPTORS, report=("status", "ename", "returncode"), timeout=60)
+    assert result.get("returncode") == 0, f"the process died ({result})"

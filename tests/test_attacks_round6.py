@@ -1,30 +1,12 @@
 """Must-block, sixth round: C consumers of huge iterators that are not among the sized builtins."""
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
-CHILD = textwrap.dedent("""
-    import dataclasses, json, sys, tempfile
-    from sandbox_kernel.engine import Engine
-    from sandbox_kernel.policy import PRESETS
-    p = PRESETS["data-science"]
-    eng = Engine(p, workdir=tempfile.mkdtemp())
-    done = eng.run_cell(sys.argv[1], emit=lambda e: None,
-                        limits=dataclasses.replace(p.limits, timeout=1.0, ticks=10**7, memory_mb=256))
-    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename")}))
-""")
-
-
-def _cap():
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from childcell import TIGHT, run_cell_in_child
 
 
 @pytest.mark.parametrize("src", [
@@ -34,11 +16,9 @@ def _cap():
 def test_c_consumers_of_huge_ranges_end(src):
     t0 = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=2.5,
-                             cwd=os.path.dirname(os.path.dirname(__file__)), preexec_fn=_cap)
+        result = run_cell_in_child(src, limits=TIGHT, rlimits={"RLIMIT_AS": 2 << 30}, timeout=2.5)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the cell ran past its 1 s limit ({time.monotonic() - t0:.1f}s)")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded", "SizeDenied"), result
 
 
@@ -74,32 +54,23 @@ def test_numpy_allocation_is_size_checked():
     src = "import numpy as np\nx = np.ones(3 * 10**9, dtype=np.uint8)"
     t0 = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, src], capture_output=True, text=True, timeout=4,
-                             cwd=os.path.dirname(os.path.dirname(__file__)),
-                             preexec_fn=lambda: __import__("resource").setrlimit(
-                                 __import__("resource").RLIMIT_AS, (4 << 30, 4 << 30)))
+        result = run_cell_in_child(src, limits=TIGHT, rlimits={"RLIMIT_AS": 4 << 30}, timeout=4)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the cell ran past its limit ({time.monotonic() - t0:.1f}s)")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ename"] in ("SizeDenied", "MemoryLimitExceeded"), result
     assert time.monotonic() - t0 < 3.5
 
 
-ABC_CHILD = textwrap.dedent("""
-    import collections.abc, json, numbers, sys, tempfile
-    from sandbox_kernel.engine import Engine
-    from sandbox_kernel.policy import PRESETS
-    eng = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp())
-    eng.run_cell(sys.argv[1], emit=lambda e: None)
-    print(json.dumps({"str_is_number": isinstance("a", numbers.Number),
-                      "list_is_mapping": isinstance([], collections.abc.Mapping)}))
-""")
+HOST_ABCS = """
+    import collections.abc, numbers
+    def probe_host(report):
+        report["str_is_number"] = isinstance("a", numbers.Number)
+        report["list_is_mapping"] = isinstance([], collections.abc.Mapping)
+"""
 
 
 @pytest.mark.parametrize("src", ["import numbers\nnumbers.Number.register(str)",
                                  "import collections.abc\ncollections.abc.Mapping.register(list)"])
 def test_abc_register_does_not_change_host_semantics(src):
-    out = subprocess.run([sys.executable, "-c", ABC_CHILD, src], capture_output=True, text=True, timeout=60,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_cell_in_child(src, report=(), probe=HOST_ABCS, timeout=60)
     assert result == {"str_is_number": False, "list_is_mapping": False}, result

@@ -1,0 +1,77 @@
+"""Run one cell in a child Python process and get back a small JSON report.
+
+Why a child: some attacks take the whole process down with them, or hold it past any limit: a C loop
+that never checks the time limit, an allocation that fills the host's memory, forged objects that
+segfault, a cell that uses up the file descriptors. In pytest's own process such a cell would hang,
+kill or starve the whole run instead of failing one test. In a child it ends with the child, under a
+hard subprocess timeout and the rlimits the test asks for.
+
+    result = run_cell_in_child("x = '%10000000000d' % 1", limits=TIGHT, rlimits={"RLIMIT_AS": 4 << 30},
+                               timeout=3)
+    assert result["ename"] == "SizeDenied", result
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The limits most attack files give the cell: a runaway ends within about a second.
+TIGHT = {"timeout": 1.0, "ticks": 10**7, "memory_mb": 256}
+
+CHILD = textwrap.dedent("""
+    import dataclasses, json, os, sys, tempfile
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    opts = json.loads(sys.argv[2])
+    def probe_host(report):   # the test's probe replaces this; its imports run before the engine exists
+        pass
+    exec(opts["probe"])
+    p = PRESETS[opts["policy"]]
+    eng = Engine(p, workdir=tempfile.mkdtemp())
+    limits = dataclasses.replace(p.limits, **opts["limits"]) if opts["limits"] else None
+    done = eng.run_cell(sys.argv[1], emit=lambda e: None, limits=limits)
+    known = {"status": done["status"], "ename": (done["error"] or {}).get("ename"), "denials": len(done["denials"])}
+    report = {key: known[key] for key in opts["report"]}
+    report.update((name, bool(eng.namespace.get(name))) for name in opts["ns"])
+    probe_host(report)
+    print(json.dumps(report))
+    if opts["hard_exit"]:
+        sys.stdout.flush()
+        os._exit(0)   # skip teardown of forged objects
+""")
+
+
+def run_cell_in_child(source: str, policy: str = "data-science", *, limits: dict | None = None,
+                      rlimits: dict | None = None, timeout: float = 60, report=("status", "ename"), ns=(),
+                      probe: str = "", hard_exit: bool = False) -> dict:
+    """Run `source` as one cell of a fresh Engine (preset `policy`, its limits with `limits` replaced)
+    in a child process, with `rlimits` ({"RLIMIT_AS": bytes, ...}) set on the child.
+
+    The dict has the `report` keys the test asks for: "status", "ename", "denials" (how many denial
+    records), "returncode" (of the child); `ns` names map to whether the cell left a truthy value
+    there. `probe` is source run before the engine starts that may define ``probe_host(report)``,
+    called after the cell to add what the host itself sees. `hard_exit` ends the child with
+    os._exit(0) after the report. A child that printed nothing gives {"crashed": returncode,
+    "stderr": its tail}; one past `timeout` seconds raises subprocess.TimeoutExpired.
+    """
+    def set_rlimits():
+        import resource
+        for name, value in rlimits.items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+    opts = {"policy": policy, "limits": limits or {}, "report": [k for k in report if k != "returncode"],
+            "ns": list(ns), "probe": textwrap.dedent(probe), "hard_exit": hard_exit}
+    out = subprocess.run([sys.executable, "-c", CHILD, source, json.dumps(opts)], capture_output=True, text=True,
+                         timeout=timeout, cwd=REPO, preexec_fn=set_rlimits if rlimits else None)
+    lines = out.stdout.strip().splitlines()
+    if not lines:
+        return {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+    result = json.loads(lines[-1])
+    if "returncode" in report:
+        result["returncode"] = out.returncode
+    return result
