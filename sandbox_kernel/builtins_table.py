@@ -133,7 +133,6 @@ def make_builtins(engine) -> dict:
         "__st_augitem__": gates.augitem,
         "__st_aug__": gates.aug,
         "__st_binop__": gates.binop,
-        "__st_mul__": gates.make_mul(),
         "__st_sized__": gates.sized,
         "__st_import__": gates.import_,
         "__st_importfrom__": gates.importfrom,
@@ -147,4 +146,5 @@ def make_builtins(engine) -> dict:
         "__st_percent__": gates.percent,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })
+    table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"] = gates.make_fast_gates()
     return table

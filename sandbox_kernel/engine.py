@@ -31,7 +31,7 @@ from typing import Callable
 from . import confine, render
 from .builtins_table import make_builtins
 from .denials import LimitExceeded, SandboxViolation, ValidationDenied
-from .gates import Gates, is_sandbox_class
+from .gates import CURRENT_GATES, Gates, is_sandbox_class
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
@@ -56,13 +56,16 @@ class Engine:
     def reset(self) -> None:
         """A fresh namespace (kernel restart, or after a worker was lost)."""
         self.builtins: dict = {}
-        self._context = contextvars.copy_context()
+        # An empty Context, not a copy: a copy shares the host's values (decimal's current context
+        # object among them), and a cell's decimal.getcontext().prec = 3 would change the host's.
+        self._context = contextvars.Context()
         # the memory limit counts from here: what earlier cells kept counts against later ones
         self._rss_baseline = resident_bytes()
         self.budget = Budget(self.builtins)
         self.namespace: dict = {"__name__": "__main__", "__doc__": None, "__builtins__": self.builtins}
         self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
                            namespace=self.namespace, display=self._display)
+        self._context.run(CURRENT_GATES.set, self.gates)
         self._streams: OutputStreams | None = None
         self._limits: Limits = self.policy.limits
         self._emit: Emit = lambda e: None

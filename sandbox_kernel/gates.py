@@ -19,6 +19,9 @@ from __future__ import annotations
 import abc
 import builtins as _host_builtins
 import collections
+import contextvars
+import copy
+import decimal
 import enum
 import functools
 import importlib
@@ -35,6 +38,11 @@ from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, Method
 
 import _string
 
+try:
+    from . import _fastgates   # optional C fast paths (setup.py); the Python ones are used without it
+except ImportError:
+    _fastgates = None
+
 from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
 from .policy import Policy
 from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
@@ -48,7 +56,7 @@ from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_A
 # rule below), __class__-walking (__bases__, __mro__, __subclasses__), function internals (__globals__,
 # __code__, __closure__, __defaults__), bound-method internals (__self__, __func__), __reduce__*,
 # __getattribute__/__setattr__/__delattr__ (special rule for super()), and the arithmetic dunders that
-# would bypass the size checks (__mul__, __pow__, __lshift__ and their variants).
+# would bypass the size checks (__mul__, __pow__, __lshift__, __mod__ and their variants).
 SAFE_DUNDERS = frozenset("""
 __name__ __qualname__ __doc__ __module__ __class__ __version__ __all__ __annotations__ __members__
 __match_args__ __slots__ __dataclass_fields__ __dataclass_params__ __wrapped__ __cause__ __context__
@@ -58,7 +66,7 @@ __next__ __reversed__ __contains__ __getitem__ __setitem__ __delitem__ __missing
 __enter__ __exit__ __aenter__ __aexit__ __aiter__ __anext__ __await__ __int__ __float__ __complex__
 __index__ __round__ __trunc__ __floor__ __ceil__ __abs__ __neg__ __pos__ __invert__ __add__ __radd__
 __iadd__ __sub__ __rsub__ __isub__ __truediv__ __rtruediv__ __itruediv__ __floordiv__ __rfloordiv__
-__ifloordiv__ __mod__ __rmod__ __imod__ __divmod__ __rdivmod__ __and__ __rand__ __iand__ __or__
+__ifloordiv__ __divmod__ __rdivmod__ __and__ __rand__ __iand__ __or__
 __ror__ __ior__ __xor__ __rxor__ __ixor__ __rshift__ __rrshift__ __irshift__ __matmul__ __rmatmul__
 __imatmul__ __copy__ __deepcopy__ __sizeof__ __fspath__ __array__
 __class_getitem__ __orig_bases__ __parameters__ __args__ __origin__ __total__ __required_keys__
@@ -202,6 +210,10 @@ def _origin(v) -> str:
 # The one-argument type
 # ------------------------------------------------------------------------------------------------
 
+# The gates of the engine whose cell is running: each engine sets it once in its own contextvars.Context.
+CURRENT_GATES: contextvars.ContextVar = contextvars.ContextVar("sandbox_gates", default=None)
+
+
 class _SandboxTypeMeta(type):
     """Makes the sandbox's ``type`` behave as ``type`` for isinstance/issubclass, while calling it
     with three arguments is refused (dynamic class creation would skip ``__build_class__``)."""
@@ -215,6 +227,13 @@ class _SandboxTypeMeta(type):
     def __call__(cls, *args, **kwargs):
         if len(args) == 1 and not kwargs:
             result = type(args[0])
+            guard = _CALL_GUARDS.get(result)
+            if guard is not None:
+                # the class as its module hands it out (guarded), never the raw one
+                gates = CURRENT_GATES.get()
+                if gates is None:
+                    raise BuiltinDenied(f"type() of a {result.__name__} object", "its class has a guard")
+                return gates.guarded(result, guard)
             return SandboxType if issubclass(result, type) else result
         raise BuiltinDenied("type() with three arguments", "classes are made with the class statement")
 
@@ -302,7 +321,9 @@ class Gates:
         self._class_cache: dict = {}
         self._super_cache: dict = {}
         self._instance_types: dict = {}
+        self._guarded: dict = {}
         self._match_stand_ins: dict = {}
+        self._decimal_context = None   # decimal.Context as this engine's cells see it (_guard_decimal_context)
         self._safe_functions: set = set()
         self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
         self._denied_pairs: set = set()   # (class or module, attribute)
@@ -428,6 +449,9 @@ class Gates:
                                               "private names are readable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
+        if n == "__init__" and not is_class and isinstance(obj, decimal.Context):
+            self.deny(AttributeDenied("'__init__' of a decimal context",
+                                      "a context is set up once (its precision is bounded then)"))
         subst = self._substitute(obj, t, is_class, n)
         decision = subst or _ALLOW
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
@@ -634,7 +658,7 @@ class Gates:
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
         guard = _CALL_GUARDS.get(value) if t is not functools.partial else None
         if guard is not None:
-            return guard(value, self)
+            return self.guarded(value, guard)
         if issubclass(t, type):
             if issubclass(value, type):
                 # Every metaclass (type, ABCMeta, EnumMeta) called with three arguments builds a class
@@ -655,6 +679,14 @@ class Gates:
         if _origin(target) in FORBIDDEN_ORIGINS:
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{target.__module__}' are not available"))
         return value
+
+    def guarded(self, value, guard):
+        """The guarded stand-in for a function or class, one per engine, so every route to it (module
+        attribute, from-import, type(x), x.__class__) gives the same object."""
+        stand_in = self._guarded.get(value)
+        if stand_in is None:
+            stand_in = self._guarded[value] = guard(value, self)
+        return stand_in
 
     def _modules_hint(self) -> str:
         return "granted modules: " + ", ".join(self.policy.allowed_top_modules())
@@ -680,8 +712,10 @@ class Gates:
         if type(value) is dict:
             # a library's module-level table (np.sctypeDict): readable, never changed by a cell
             checked = types.MappingProxyType(value)
-        elif type(value) in (list, set):
-            decision = (lambda v, kind: lambda _m: kind(v))(value, type(value))   # a copy per read
+        elif type(value) in (list, set, decimal.Context):
+            # module-level mutable state (decimal.DefaultContext is the template of every new context):
+            # a copy per read, so a cell changes only its own
+            decision = (lambda v: lambda _m: copy.copy(v))(value)
             self._cache[(mod, n)] = decision
             return decision
         if checked is value and type(value) is not ModuleType:
@@ -753,6 +787,8 @@ class Gates:
                                           "private attributes are writable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
+        if n == "prec" and isinstance(obj, decimal.Context):
+            return _BoundedWrite(obj, lambda v: bounded_decimal_prec(self, v))
         self._cache[("w", t, name)] = True
         return obj
 
@@ -778,6 +814,8 @@ class Gates:
 
     def apply_inplace(self, current, op, value):
         sym = op[:-1]
+        if sym == "%" and isinstance(current, (str, bytes, bytearray)):
+            return self.percent(current, value)
         if sym in _SIZED_OPS:
             self.check_size(current, sym, value)
         return _INPLACE[sym](current, value)
@@ -808,6 +846,10 @@ class Gates:
             check_size(a, "*", b)
             return a * b
         return mul
+
+    def make_fast_gates(self):
+        """``(mul, mod, ownattr)`` for this engine: see fast_gates."""
+        return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES)
 
     def check_size(self, a, op, b):
         ta, tb = type(a), type(b)
@@ -849,10 +891,18 @@ class Gates:
             value = ascii(value)
         return format(value, spec)
 
+    def mod(self, a, b):
+        """``a % b`` whose left operand is not a number (numbers never reach here: see make_fast_gates):
+        string formatting has its widths checked first."""
+        if isinstance(a, (str, bytes, bytearray)):
+            return self.percent(a, b)
+        return a % b
+
     def percent(self, fmt, args):
-        """``"%10d" % x`` with a literal format: widths and precisions are bounded first."""
-        if isinstance(fmt, (str, bytes)):
-            text = fmt if isinstance(fmt, str) else fmt.decode("latin-1")
+        """``"%10d" % x``: widths and precisions are bounded before C formats (and allocates) anything.
+        Exact str/bytes views are scanned, so a subclass cannot hide its text."""
+        if isinstance(fmt, (str, bytes, bytearray)):
+            text = str.__str__(fmt) if isinstance(fmt, str) else bytes(fmt).decode("latin-1")
             limit = self.max_bytes // 4
             for width, precision in _PERCENT_FIELD.findall(text):
                 for number in (width, precision):
@@ -1251,6 +1301,118 @@ def _guard_big_math(fn, gates):
     return runtime_callable(bounded)
 
 
+def fast_gates(slow_mul, slow_mod, slow_getattr, own, *, use_c=True):
+    """The three hottest gates with their no-policy fast paths first: a float or two small ints for
+    ``*``, a number on the left of ``%`` (arithmetic, never a format), an instance of a class in
+    ``own`` for an attribute the rewriter already found plain. Anything else goes to the slow gate.
+    In C when sandbox_kernel._fastgates was compiled; else the same decisions in Python."""
+    if use_c and _fastgates is not None:
+        fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own)
+        return fast.mul, fast.mod, fast.getattr
+    small = 1 << 31
+
+    def mul(a, b):
+        ta, tb = type(a), type(b)
+        if ta is float or tb is float or (ta is int and tb is int and -small < a < small and -small < b < small):
+            return a * b
+        return slow_mul(a, b)
+
+    def mod(a, b):
+        ta = type(a)
+        if ta is int or ta is float:
+            return a % b
+        return slow_mod(a, b)
+
+    def ownattr(obj, name):
+        if type(name) is str and type(obj) in own:
+            return getattr(obj, name)
+        return slow_getattr(obj, name)
+    return mul, mod, ownattr
+
+
+def _guard_mod(fn, gates):
+    """operator.mod / imod are '%' under another name: the same %-format width check."""
+    inplace = fn is operator.imod
+
+    def mod(a, b):
+        return gates.apply_inplace(a, "%=", b) if inplace else gates.mod(a, b)
+    mod.__name__ = fn.__name__
+    mod.__doc__ = fn.__doc__
+    return runtime_callable(mod)
+
+
+# Decimal arithmetic runs in C (libmpdec) at the context's precision, where the time limit cannot
+# stop it; ln/exp/log10 cost grows with its cube (4,000 digits: ~1 s, 100,000: minutes). Every context a
+# cell makes or changes is held to this precision.
+MAX_DECIMAL_PREC = 5_000
+
+
+def bounded_decimal_prec(gates, prec):
+    """The precision as an exact int, refused above MAX_DECIMAL_PREC (None: the default)."""
+    if prec is None:
+        return None
+    value = operator.index(prec)   # once: a cell's __index__ could answer differently the second time
+    if value > MAX_DECIMAL_PREC:
+        gates.deny(SizeDenied(f"a decimal precision of {value:,} digits",
+                              f"at most {MAX_DECIMAL_PREC:,} digits: decimal arithmetic runs in C, "
+                              f"where the time limit cannot stop it"))
+    return value
+
+
+class _BoundedWrite:
+    """The target of ``ctx.prec = v`` in place of ctx (see Gates.write): checks v, then sets it."""
+    __slots__ = ("_target", "_check")
+
+    def __init__(self, target, check):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_check", check)
+
+    def __setattr__(self, name, value):
+        setattr(self._target, name, self._check(value))
+
+    def __delattr__(self, name):
+        delattr(self._target, name)
+
+
+class _DecimalContextMeta(type):
+    """isinstance/issubclass against the bounded class answer as for decimal.Context itself, so the
+    contexts decimal makes (getcontext(), copies) are still Contexts to a cell."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, decimal.Context)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, decimal.Context)
+
+
+def _guard_decimal_context(cls, gates):
+    """decimal.Context as cells see it: a subclass whose constructor bounds the precision. One class
+    per engine, made on first use."""
+    if gates._decimal_context is None:
+        class Context(cls, metaclass=_DecimalContextMeta):
+            __doc__ = cls.__doc__
+
+            def __init__(self, prec=None, *args, **kwargs):
+                super().__init__(bounded_decimal_prec(gates, prec), *args, **kwargs)
+        Context.__module__ = "decimal"
+        gates._decimal_context = Context
+    return gates._decimal_context
+
+
+def _guard_decimal_activation(fn, gates):
+    """setcontext(ctx) and localcontext(ctx, prec=...): the context made current is bounded too
+    (its precision read through the C descriptor, whatever a subclass claims)."""
+    def activate(ctx=None, **kwargs):
+        if isinstance(ctx, decimal.Context):
+            bounded_decimal_prec(gates, decimal.Context.prec.__get__(ctx))
+        if "prec" in kwargs:
+            kwargs["prec"] = bounded_decimal_prec(gates, kwargs["prec"])
+        return fn(ctx, **kwargs) if fn is decimal.localcontext else fn(ctx)
+    activate.__name__ = fn.__name__
+    activate.__doc__ = fn.__doc__
+    return runtime_callable(activate)
+
+
 def _guard_target_is_sandboxed(position_name: str):
     """Decorators and helpers that write attributes onto their argument (dataclass, update_wrapper,
     total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made."""
@@ -1395,7 +1557,6 @@ def _ticking_factory(fn, gates):
     return runtime_callable(ticking)
 
 
-import copy as _copy  # noqa: E402
 import dataclasses as _dataclasses  # noqa: E402
 import math as _math  # noqa: E402
 import typing as _typing  # noqa: E402
@@ -1403,7 +1564,7 @@ import typing as _typing  # noqa: E402
 _CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 itertools.repeat: _guard_endless, _math.factorial: _guard_big_math,
                 _math.comb: _guard_big_math, _math.perm: _guard_big_math,
-                _copy.copy: _guard_copy, _copy.deepcopy: _guard_copy,
+                copy.copy: _guard_copy, copy.deepcopy: _guard_copy,
                 functools.wraps: _guard_wraps,
                 functools.update_wrapper: _guard_target_is_sandboxed("wrapper"),
                 functools.total_ordering: _guard_target_is_sandboxed("class"),
@@ -1414,7 +1575,10 @@ _CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless
                 abc.abstractmethod: _guard_target_is_sandboxed("function"),
                 enum.unique: _guard_target_is_sandboxed("class"),
                 operator.attrgetter: _guard_attrgetter, operator.methodcaller: _guard_methodcaller,
-                functools.singledispatch: _guard_singledispatch}
+                functools.singledispatch: _guard_singledispatch,
+                operator.mod: _guard_mod, operator.imod: _guard_mod,
+                decimal.Context: _guard_decimal_context, decimal.setcontext: _guard_decimal_activation,
+                decimal.localcontext: _guard_decimal_activation}
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     _CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
 for _consumer in (collections.deque, _math.fsum, _math.prod, functools.reduce):

@@ -258,12 +258,17 @@ class Rewriter(ast.NodeTransformer):
         self._check_name(node.id, node, binding=not isinstance(node.ctx, ast.Load))
         return node
 
+    @staticmethod
+    def _own_attribute_name(attr) -> bool:
+        """A name that, on an instance of the cell's own classes, is the cell's own business: not a
+        dunder, not a frame attribute, not a method the gates replace with a stand-in."""
+        return (not attr.startswith("__") and attr not in FRAME_ATTRIBUTES and attr != "mro"
+                and attr not in DATA_METHODS_WITH_STAND_INS)
+
     def _receiver_fast_path(self, value, attr) -> bool:
         """name.x (self.x, p.x): worth an inline own-instance check (see visit_Attribute); names the cell
         bound by import are modules, never own instances."""
-        return (isinstance(value, ast.Name) and value.id not in self._module_names
-                and not attr.startswith("__") and attr not in FRAME_ATTRIBUTES and attr != "mro"
-                and attr not in DATA_METHODS_WITH_STAND_INS)
+        return isinstance(value, ast.Name) and value.id not in self._module_names and self._own_attribute_name(attr)
 
     @staticmethod
     def _is_own_instance(name: str) -> ast.expr:
@@ -277,14 +282,16 @@ class Rewriter(ast.NodeTransformer):
         'a.b = v' becomes '__st_write__(a, "b").b = v' (the gate returns a only if the write is allowed).
         For a name, 'p.b' becomes 'p.b if __st_type__(p) in __st_own__ else __st_getattr__(p, "b")'
         (and likewise for stores): the instance of a class the cell wholly defined needs no gate for a
-        non-dunder name, and OOP code spends its time there."""
+        non-dunder name, and OOP code spends its time there. Any other receiver, 'f().b', becomes
+        '__st_ownattr__(f(), "b")', the same check in one call (C when compiled) before the gate."""
         attr = self._mangle(node.attr)
         value = self.visit(node.value)
         fast = self._receiver_fast_path(value, attr)
         if isinstance(node.ctx, ast.Load):
-            gated = ast.copy_location(_call("getattr", value, _const(attr)), node)
             if not fast:
-                return gated
+                gate = "ownattr" if self._own_attribute_name(attr) and not isinstance(value, ast.Name) else "getattr"
+                return ast.copy_location(_call(gate, value, _const(attr)), node)
+            gated = ast.copy_location(_call("getattr", value, _const(attr)), node)
             raw = ast.Attribute(value=ast.Name(id=value.id, ctx=ast.Load()), attr=attr, ctx=ast.Load())
             return ast.copy_location(ast.IfExp(test=self._is_own_instance(value.id), body=raw, orelse=gated), node)
         checked = ast.copy_location(_call("write", value, _const(attr)), node)
@@ -317,11 +324,12 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_AugAssign(self, node):
         """'a.b += v' becomes '__st_augattr__(a, "b", "+=", v)' (read and write both gated);
-        'x *= n' becomes 'x = __st_aug__(x, "*=", n)' (size-checked); 'a[i] **= n' becomes
+        'x *= n' becomes 'x = __st_aug__(x, "*=", n)' (size-checked; 'x %= y' too, for %-formats);
+        'a[i] **= n' becomes
         '__st_augitem__(a, i, "**=", n)'. Other augmented assignments are unchanged."""
         op = type(node.op)
         value = self.visit(node.value)
-        sized = op in _OP_NAMES and not self._cheap_binop(op, node.target, node.value)
+        sized = op in _OP_NAMES and not self._cheap_binop(op, node.target, node.value) or op is ast.Mod
         symbol = (_OP_NAMES.get(op) or _AUG_SYMBOLS[op]) + "="
         target = node.target
         if isinstance(target, ast.Attribute):
@@ -497,16 +505,19 @@ class Rewriter(ast.NodeTransformer):
         return False
 
     def visit_BinOp(self, node):
-        """'a * b' becomes '__st_mul__(a, b)' (and 'a ** b' '__st_binop__(a, "**", b)'), which refuse
-        results that would be too large;
-        likewise ** and <<; '"%10d" % x' (a literal format) becomes '__st_percent__("%10d", x)', which
-        bounds field widths. Other operators are unchanged."""
+        """'a * b' becomes '__st_mul__(a, b)' and 'a ** b' '__st_binop__(a, "**", b)' (likewise <<),
+        which refuse results that would be too large; 'a % b' becomes '__st_mod__(a, b)' and
+        '"%10d" % x' (a literal format) '__st_percent__("%10d", x)', which bound %-format field widths.
+        Other operators are unchanged."""
         op = type(node.op)
         left = self.visit(node.left)
         right = self.visit(node.right)
-        if op is ast.Mod and (isinstance(node.left, ast.JoinedStr) or isinstance(node.left, ast.Constant)
-                              and isinstance(node.left.value, (str, bytes))):
-            return ast.copy_location(_call("percent", left, right), node)
+        if op is ast.Mod:
+            if isinstance(node.left, ast.JoinedStr) or isinstance(node.left, ast.Constant) \
+                    and isinstance(node.left.value, (str, bytes)):
+                return ast.copy_location(_call("percent", left, right), node)
+            if not _is_number_const(node.left, (int, float, complex)):
+                return ast.copy_location(_call("mod", left, right), node)
         if op in _OP_NAMES and not self._cheap_binop(op, node.left, node.right):
             if op is ast.Mult:
                 return ast.copy_location(_call("mul", left, right), node)
