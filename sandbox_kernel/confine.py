@@ -252,6 +252,7 @@ _ORIGINAL_OPEN = _io.open
 _ORIGINAL_OS = {name: getattr(os, name) for name in
                 ("open", "remove", "unlink", "rename", "replace", "mkdir", "makedirs", "rmdir",
                  "listdir", "scandir", "truncate", "chmod", "symlink", "link", "utime")}
+_ORIGINAL_STAT = {name: getattr(os, name) for name in ("stat", "lstat", "access")}
 _ORIGINAL_SOCKET = {name: getattr(socket.socket, name) for name in ("connect", "connect_ex", "sendto", "bind")}
 _ORIGINAL_GETADDRINFO = socket.getaddrinfo
 _installed = False
@@ -291,7 +292,7 @@ def _guard_stat(name):
     """os.stat/lstat/access for libraries (os.path.exists, Path.is_dir): relative paths are the
     working directory's; a path outside it and the installation simply does not exist, so a probe
     neither reveals host files nor counts as a refusal."""
-    original = getattr(os, name)
+    original = _ORIGINAL_STAT[name]
 
     def guarded(path, *args, **kwargs):
         fs = _FS.get()
@@ -472,11 +473,34 @@ def _audit(event, args):
         _raise_net(address if isinstance(address, (tuple, str)) else None)
 
 
+def _guard_pathlib_accessor() -> None:
+    """Python 3.10's pathlib calls os and io through _NormalAccessor, whose attributes (stat = os.stat,
+    open = io.open, mkdir = os.mkdir ...) were bound when pathlib was imported, before install(); every
+    one that is still an original function is pointed at its guarded replacement. (3.11 removed the
+    accessor: pathlib looks os.* up at each call.)"""
+    import pathlib
+
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    if accessor is None:
+        return
+    guarded = {_ORIGINAL_OPEN: io.open}
+    guarded.update((original, getattr(os, name)) for name, original in _ORIGINAL_OS.items())
+    guarded.update((original, getattr(os, name)) for name, original in _ORIGINAL_STAT.items())
+    for name, value in list(vars(accessor).items()):
+        replacement = guarded.get(value) if callable(value) else None
+        if replacement is not None:
+            setattr(accessor, name, staticmethod(replacement))
+
+
 def install() -> None:
     """Patch the process-wide entry points once. Outside a cell they behave exactly as before."""
     global _installed
     if _installed:
         return
+    # Imported before the hook: on 3.10 importing asyncio builds code objects (types.coroutine calls
+    # code.replace), an event refused during cells, and libraries import it lazily from a cell
+    # (plotly -> IPython.display -> asyncio).
+    import asyncio  # noqa: F401
     sys.addaudithook(_audit)
     builtins.open = _guarded_open
     io.open = _guarded_open
@@ -484,11 +508,12 @@ def install() -> None:
     _guard_enum_namespace()
     for name in _ORIGINAL_OS:
         setattr(os, name, _guard_os(name))
-    for name in ("stat", "lstat", "access"):
+    for name in _ORIGINAL_STAT:
         setattr(os, name, _guard_stat(name))
     for name in _ORIGINAL_SOCKET:
         setattr(socket.socket, name, _guard_socket(name))
     socket.getaddrinfo = _guarded_getaddrinfo
+    _guard_pathlib_accessor()
     _installed = True
 
 

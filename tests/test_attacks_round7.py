@@ -41,7 +41,7 @@ def test_decimal_at_an_ordinary_precision_still_works(run):
     r = run("import decimal\n"
             "decimal.getcontext().prec = 50\n"
             "a = decimal.Decimal(1) / decimal.Decimal(7)\n"
-            "with decimal.localcontext(prec=10) as c:\n    b = decimal.Decimal(1) / decimal.Decimal(7)\n"
+            "with decimal.localcontext() as c:\n    c.prec = 10\n    b = decimal.Decimal(1) / decimal.Decimal(7)\n"
             "ctx = decimal.Context(prec=5, rounding=decimal.ROUND_DOWN)\n"
             "print(len(str(a)), b, ctx.divide(decimal.Decimal(2), decimal.Decimal(3)),"
             " isinstance(decimal.getcontext(), decimal.Context), isinstance(ctx, decimal.Context))\n"
@@ -54,3 +54,18 @@ def test_decimal_precision_refusal_names_the_limit_and_line(run):
     r = run("import decimal\nc = decimal.getcontext()\nc.prec = 10**9\n")
     assert not r.ok and r.denied("limit", line=3), r
     assert "5,000 digits" in r.everything, r
+
+
+def test_host_directories_do_not_answer_whether_they_exist(run, outside):
+    """On 3.10 pathlib called os through a table bound before the sandbox's guards (pathlib's accessor):
+    writing into an existing host directory was refused one way and into a missing one another, an
+    existence oracle for host paths."""
+    existing = outside / "there"
+    existing.mkdir()
+    errors = []
+    for target in (existing / "x.csv", outside / "missing" / "x.csv"):
+        r = run(f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_csv({str(target)!r})\n")
+        assert not r.ok, r
+        errors.append((r.error["ename"], r.error["evalue"].replace(str(target.parent), "<dir>")))
+        assert not target.exists()
+    assert errors[0] == errors[1], errors
