@@ -503,7 +503,7 @@ class Gates:
                 return cls is object or is_sandbox_class(cls)
             if n == "__dict__":
                 cls = obj if is_class else type(obj)
-                return is_sandbox_class(cls) and _wholly_sandboxed(cls)
+                return is_sandbox_class(cls) and _wholly_sandboxed(cls) and (is_class or _raw_arrays_refused(cls))
             return False
         if n in PUBLIC_PRIVATE_NAMES:
             return True
@@ -639,6 +639,8 @@ class Gates:
             return value
         if t in _INTERNAL_TYPES:
             self.deny(AttributeDenied(f"'{name}'", "frames, code objects and tracebacks are hidden"))
+        if t is memoryview:   # arr.data: a writable view of raw storage (an object array's pointers)
+            self.deny(AttributeDenied(f"'{name}'", "raw memory views are not available"))
         if t is FunctionType or t is BuiltinFunctionType or t is functools.partial or issubclass(t, type):
             return self._check_callable(value, t, name)
         ok = self._instance_types.get(t)
@@ -1073,11 +1075,39 @@ class Gates:
                 self.deny(BuiltinDenied("a __del__ that is not a function defined in the cell",
                                         "finalizers run after the cell, where nothing else may"))
             _SANDBOX_CLASSES.add(cls)
+            if cls.__dict__.get("_is_protocol") is not True:   # typing.Protocol counts every class attribute
+                for protocol in _RAW_ARRAY_PROTOCOLS:
+                    if protocol not in cls.__dict__:
+                        setattr(cls, protocol, _NO_RAW_ARRAY)
             if type(cls) is type and _wholly_sandboxed(cls) and all(
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
 
+
+def _no_raw_array(self):
+    raise AttributeError("raw array protocols are not available in the sandbox")
+
+
+# numpy reads these from an instance (np.asarray(obj)) and trusts the address in them. Cells cannot bind
+# the names, but an instance's __dict__ could hold them: a data descriptor on every class the cell
+# defines takes precedence over the instance dict and answers "absent".
+_RAW_ARRAY_PROTOCOLS = ("__array_interface__", "__array_struct__")
+_NO_RAW_ARRAY = property(_no_raw_array)
+
+
+def _raw_arrays_refused(cls) -> bool:
+    """The instances' __dict__ may be handed out only where the class answers "absent" to numpy's
+    raw protocols (not protocol classes, which build_class leaves alone)."""
+    for protocol in _RAW_ARRAY_PROTOCOLS:
+        for k in cls.__mro__:
+            if protocol in k.__dict__:
+                if k.__dict__[protocol] is not _NO_RAW_ARRAY:
+                    return False
+                break
+        else:
+            return False
+    return True
 
 _LAZY_WRAPPERS = (map, filter, enumerate)
 
@@ -1374,23 +1404,24 @@ class _BoundedWrite:
         delattr(self._target, name)
 
 
-class _DecimalContextMeta(type):
-    """isinstance/issubclass against the bounded class answer as for decimal.Context itself, so the
-    contexts decimal makes (getcontext(), copies) are still Contexts to a cell."""
+class _StandInMeta(type):
+    """The metaclass of a guarded library class's stand-in (a subclass with checks): isinstance and
+    issubclass answer as for the real class, so the objects the library itself makes still pass."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, decimal.Context)
+        return isinstance(obj, cls.__st_real__)
 
     def __subclasscheck__(cls, sub):
-        return issubclass(sub, decimal.Context)
+        return issubclass(sub, cls.__st_real__)
 
 
 def _guard_decimal_context(cls, gates):
     """decimal.Context as cells see it: a subclass whose constructor bounds the precision. One class
     per engine, made on first use."""
     if gates._decimal_context is None:
-        class Context(cls, metaclass=_DecimalContextMeta):
+        class Context(cls, metaclass=_StandInMeta):
             __doc__ = cls.__doc__
+            __st_real__ = cls
 
             def __init__(self, prec=None, *args, **kwargs):
                 super().__init__(bounded_decimal_prec(gates, prec), *args, **kwargs)
@@ -1621,13 +1652,85 @@ def _disable_pandas_evaluator() -> None:
     module.eval = eval
 
 
+# -- numpy: arrays laid over raw memory ------------------------------------------------------------
+# An object array is a row of PyObject pointers. Laid over bytes a cell wrote (np.ndarray(buffer=...),
+# frombuffer, recarray(buf=), memmap), any address becomes an object ("fakeobj"); an int view over an
+# object array's storage writes raw pointers into it. Either ends in the real builtins. Numpy itself
+# refuses some routes (frombuffer(dtype=object), object <-> int view()); these guards close the rest by
+# checking what an array is laid over, after numpy built it and before the cell holds it.
+
+def _forged_array(np, arr) -> bool:
+    """True when arr's object references are raw bytes (an object array over a bytearray, bytes or a
+    file) or its bytes are another array's references (an int array over an object array)."""
+    has_objects = arr.dtype.hasobject
+    base = arr.base
+    while base is not None:
+        if isinstance(base, np.ndarray):
+            if base.dtype.hasobject != has_objects:
+                return True
+            base = base.base
+        elif isinstance(base, memoryview):
+            base = base.obj
+        else:
+            return has_objects
+    return False
+
+
+def _checked_array(gates, np, arr, what):
+    if isinstance(arr, np.ndarray) and _forged_array(np, arr):
+        gates.deny(CallDenied(f"{what} laid over raw memory",
+                              "object arrays are made from Python objects, never from bytes, and their "
+                              "storage is never seen as bytes"))
+    return arr
+
+
+def _guard_numpy_array_class(cls, gates):
+    """np.ndarray, np.recarray, np.memmap, np.char.chararray as cells see them: subclasses (per
+    engine) whose construction is checked by _forged_array. isinstance/issubclass are as for the real
+    class; calling the stand-in itself gives an instance of the real class."""
+    np = sys.modules["numpy"]
+
+    def call(stand_in, *args, **kwargs):
+        if stand_in is made:
+            arr = cls(*args, **kwargs)
+        else:   # a cell's subclass
+            arr = type.__call__(stand_in, *args, **kwargs)
+        return _checked_array(gates, np, arr, f"{cls.__name__}()")
+    meta = type(f"{cls.__name__}_meta", (_StandInMeta,), {"__call__": call})
+    made = meta(cls.__name__, (cls,), {"__doc__": cls.__doc__, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__, "__st_real__": cls})
+    return made
+
+
+def _guard_numpy_buffer_function(fn, gates):
+    """frombuffer and the np.rec / np.char constructors that take a buffer: the result is checked."""
+    np = sys.modules["numpy"]
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        return _checked_array(gates, np, fn(*args, **kwargs), f"numpy.{fn.__name__}()")
+    return runtime_callable(checked)
+
+
+def _numpy_guards(np) -> dict:
+    guards = {np.load: _guard_numpy_load}
+    for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
+        if cls is not None:
+            guards[cls] = _guard_numpy_array_class
+    for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
+               np.rec.fromfile, np.char.array, np.char.asarray):
+        guards[fn] = _guard_numpy_buffer_function
+    return guards
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
     _disable_pandas_evaluator()
     np = sys.modules.get("numpy")
     if np is not None and np.load not in _CALL_GUARDS:
-        _CALL_GUARDS[np.load] = _guard_numpy_load
-        _KEEP.append(np.load)
+        guards = _numpy_guards(np)
+        _CALL_GUARDS.update(guards)
+        _KEEP.extend(guards)
     pio = sys.modules.get("plotly.io")
     if pio is not None and pio.show not in _CALL_GUARDS:
         _CALL_GUARDS[pio.show] = _guard_plotly_show
