@@ -601,6 +601,40 @@ class SandboxKernel(IPythonKernel):
     async def list_subshell_request(self, socket, ident, parent):
         self.session.send(socket, "list_subshell_reply", {"status": "ok", "subshell_id": []}, parent, ident)
 
+    async def shell_channel_thread_main(self, msg):
+        """ipykernel 7 routes each shell message by its header's ``subshell_id``. There are no
+        subshells here, so any message naming one gets an error reply and goes no further. ipykernel
+        7.4 replies like this itself, but 7.3 (the newest for Python 3.10) logs the message and drops
+        it, leaving the client without a reply."""
+        if self.session is not None and self._refuse_subshell_message(msg):
+            return
+        await super().shell_channel_thread_main(msg)
+
+    def _refuse_subshell_message(self, msg) -> bool:
+        """Runs in the shell channel thread, which owns the shell socket. Only the header is read;
+        a message that does not parse is left for ipykernel to log and drop."""
+        idents, rest = self.session.feed_identities(msg, copy=False)
+        try:
+            parsed = self.session.deserialize(rest, content=False, copy=False)
+        except Exception:
+            return False
+        header = parsed["header"]
+        if header.get("subshell_id") is None:
+            return False
+        msg_type = header.get("msg_type", "")
+        self.log.warning("refused %s addressed to subshell %r: subshells are off", msg_type,
+                         header.get("subshell_id"))
+        content = {"status": "error", "ename": "SandboxDenied",
+                   "evalue": "subshells are off in Sandboxed Python", "traceback": []}
+        # Not finish_metadata: that takes the running cell's summary, which belongs to its own reply.
+        metadata = self.init_metadata(parsed)
+        metadata["status"] = "error"
+        self._publish_status("busy", "shell", parent=parsed)
+        self.session.send(self.shell_stream, msg_type.rsplit("_", 1)[0] + "_reply", content,
+                          parsed, idents, metadata=metadata)
+        self._publish_status("idle", "shell", parent=parsed)
+        return True
+
     async def comm_info_request(self, stream, ident, parent):
         self.session.send(stream, "comm_info_reply", {"status": "ok", "comms": {}}, parent, ident)
 

@@ -1,6 +1,8 @@
 """Must-allow: a batch of everyday analysis idioms in one notebook-like cell, and io.StringIO/BytesIO."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 EVERYDAY = '''\
@@ -171,7 +173,9 @@ def test_singledispatch(run):
 
 
 @pytest.mark.parametrize("name", ["dataclasses", "enums", "generators", "match-statements", "fstrings-and-format",
-                                  "exceptions-cause-context", "stdlib-mix", "async-await", "closures-nonlocal"])
+                                  "exceptions-cause-context", "stdlib-mix", "async-await", "closures-nonlocal",
+                                  pytest.param("exception-groups", marks=pytest.mark.skipif(
+                                      sys.version_info < (3, 11), reason="except* needs Python 3.11"))])
 def test_pure_python_runs_under_strict(strict, name):
     import textwrap
 

@@ -2,6 +2,7 @@
 records. Each program states its exact expected output."""
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
@@ -215,19 +216,26 @@ PROGRAMS = {
         except ValueError as e:
             print(repr(e.__context__), e.__cause__)
         try:
+            raise KeyError('x')
+        except:
+            print('bare except catches ordinary errors')
+        finally:
+            print('finally')
+        """, "bad 7 ZeroDivisionError ZeroDivisionError True ('bad',)\nKeyError('k') None\n"
+             "bare except catches ordinary errors\nfinally\n"),
+    "exception-groups": ("""
+        try:
             raise ExceptionGroup('eg', [ValueError(1), TypeError(2)])
         except* ValueError as eg:
             print('values', len(eg.exceptions))
         except* TypeError:
             print('types')
         try:
-            raise KeyError('x')
-        except:
-            print('bare except catches ordinary errors')
-        finally:
-            print('finally')
-        """, "bad 7 ZeroDivisionError ZeroDivisionError True ('bad',)\nKeyError('k') None\nvalues 1\ntypes\n"
-             "bare except catches ordinary errors\nfinally\n"),
+            raise ExceptionGroup('outer', [KeyError('k'), ExceptionGroup('inner', [ValueError(3)])])
+        except ExceptionGroup as eg:
+            match, rest = eg.split(ValueError)
+            print(len(match.exceptions), type(rest.exceptions[0]).__name__)
+        """, "values 1\ntypes\n1 KeyError\n"),
     "type-introspection": ("""
         class Thing:
             pass
@@ -414,8 +422,19 @@ PROGRAMS = {
         """, "2432902008176640000 500\n"),
 }
 
+# Programs that use syntax or builtins newer than the oldest supported Python (3.10).
+NEEDS_PYTHON = {"exception-groups": (3, 11)}
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+
+def program_params(names):
+    """The program names as pytest parameters, each skipped below the Python it needs."""
+    return [pytest.param(name, marks=pytest.mark.skipif(
+                sys.version_info < NEEDS_PYTHON[name],
+                reason=f"needs Python {'.'.join(map(str, NEEDS_PYTHON[name]))}"))
+            if name in NEEDS_PYTHON else name for name in names]
+
+
+@pytest.mark.parametrize("name", program_params(sorted(PROGRAMS)))
 def test_ordinary_program_runs(run, name):
     src, expected = PROGRAMS[name]
     r = run(textwrap.dedent(src))

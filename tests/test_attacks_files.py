@@ -22,6 +22,11 @@ def layout(sandbox, outside, host_secret):
     return {"outside": outside, "secret": host_secret, "secret_file": secret_file}
 
 
+def _pandas_major() -> int:
+    import pandas
+    return int(pandas.__version__.split(".")[0])
+
+
 READS = [
     "open({secret_file!r}).read()",
     "open('../secret.txt').read()",
@@ -72,7 +77,14 @@ def test_read_outside_workdir_is_refused(sandbox, layout, expr):
     assert not r.ok, r
     assert not r.leaked(layout["secret"]), r
     assert "data" not in sandbox.ns
-    assert r.denied("file", line=2) or r.error_name in ("FileNotFoundError", "PermissionError"), r
+    refusals = ("FileNotFoundError", "PermissionError")
+    if expr.startswith("pd.read_json(") and _pandas_major() < 3:
+        # pandas 2 (the newest for Python 3.10) reads a string that is not an existing path as
+        # literal JSON. The guarded os.path.exists says the outside file does not exist, so pandas
+        # parses the path text and fails with a ValueError, having read nothing. pandas 3 opens the
+        # string as a path and is refused.
+        refusals += ("ValueError",)
+    assert r.denied("file", line=2) or r.error_name in refusals, r
     if sandbox.workdir.parent.name not in src:
         # attacks that do not name a host path must not learn where the workdir or the outside live
         assert str(sandbox.workdir.parent) not in r.everything, r

@@ -14,7 +14,7 @@ import scipy.fft
 np.random.seed(42)
 a = np.random.rand(3)
 w, v = np.linalg.eig(np.array([[2.0, 0.0], [0.0, 3.0]]))
-print(np.round(a, 4).tolist(), sorted(np.round(w, 3).tolist()), np.round(np.abs(np.fft.fft([1, 0, 0, 0])), 3).tolist())
+print(np.round(a, 4).tolist(), sorted(np.round(w.real, 3).tolist()), np.round(np.abs(np.fft.fft([1, 0, 0, 0])), 3).tolist())
 X, Y = np.meshgrid([1, 2], [3, 4]); print(X.tolist(), np.einsum("ij,ij->", X, Y), np.char.upper(["a"]).tolist())
 print(np.datetime64("2024-01-01") + np.timedelta64(1, "D"), np.isin([1, 5], [1, 2]).tolist(), np.unique([1, 1, 2], return_counts=True)[1].tolist())
 print(stats.describe([1, 2, 3]).mean, np.round(stats.zscore([1, 2, 3]), 3).tolist(), stats.mannwhitneyu([1, 2, 3], [4, 5, 6]).pvalue < 1)

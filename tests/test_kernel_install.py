@@ -73,13 +73,18 @@ def test_kernel_argv_keeps_the_working_directory_off_sys_path(tmp_path):
     directory; the next kernel start must not import it."""
     (tmp_path / "sandbox_kernel.py").write_text("raise SystemExit('planted module ran')\n")
     (tmp_path / "planted.py").write_text("raise SystemExit('planted module ran')\n")
+    check = ("import sys, sandbox_kernel; print(sandbox_kernel.__file__)\n"
+             "try:\n import planted\nexcept ImportError:\n print('not importable')")
     argv = kernel_argv(sys.executable)[:-2]  # drop "-f {connection_file}"
-    probe = [*argv[:-2], "-c", "import sys, sandbox_kernel; print(sandbox_kernel.__file__)\n"
-                               "try:\n import planted\nexcept ImportError:\n print('not importable')"] \
-        if argv[-2] == "-m" else None
-    if probe is None:  # Python 3.10 form: -c with the path fix
-        pytest.skip("the -c launch form is checked on 3.10 only")
+    launch = "from sandbox_kernel.__main__ import main; main()"
+    if argv[-2] == "-m":  # Python 3.11+: python -P -m sandbox_kernel; the same flags with -c
+        assert argv[-1] == "sandbox_kernel", argv
+        probe = [*argv[:-2], "-c", check]
+    else:  # Python 3.10: python -c "<path fix>; <launch>"; the same path fix, then the check
+        assert argv[-2] == "-c" and argv[-1].endswith(launch), argv
+        probe = [*argv[:-1], argv[-1][:-len(launch)] + "\n" + check]
     out = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out
     assert "planted module ran" not in out.stderr + out.stdout
     assert "not importable" in out.stdout
     assert str(tmp_path) not in out.stdout.splitlines()[0]
