@@ -1,8 +1,13 @@
-"""Only here for the optional C extension (pyproject.toml holds everything else).
+"""Only here for the optional C extensions (pyproject.toml holds everything else).
 
-sandbox_kernel._fastgates speeds up the three hottest gates; when it cannot be compiled (no compiler,
-no Python headers) the install still succeeds and the gates run their Python fast paths instead.
+sandbox_kernel._fastgates speeds up the three hottest gates; sandbox_kernel._allocbound is a numpy
+allocator that refuses arrays a cell's memory limit cannot hold. When they cannot be compiled (no
+compiler, no Python headers) the install still succeeds: the gates run their Python fast paths, and
+numpy allocations are bounded only by the memory sampler (and, at the worker levels, RLIMIT_AS).
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("sandbox_kernel._fastgates", ["sandbox_kernel/_fastgates.c"], optional=True)])
+setup(ext_modules=[
+    Extension("sandbox_kernel._fastgates", ["sandbox_kernel/_fastgates.c"], optional=True),
+    Extension("sandbox_kernel._allocbound", ["sandbox_kernel/_allocbound.c"], optional=True),
+])

@@ -30,7 +30,7 @@ from typing import Callable
 
 from . import confine, render
 from .builtins_table import make_builtins
-from .denials import LimitExceeded, SandboxViolation, ValidationDenied
+from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied
 from .gates import CURRENT_GATES, Gates, is_sandbox_class
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
@@ -110,6 +110,11 @@ class Engine:
         error, tripped = self._context.run(self._execute, body, last, policy, limits, streams, result_before)
         if tripped is not None and not isinstance(error, LimitExceeded):
             error = tripped   # the cell swallowed its limit; it still ended because of it
+        elif isinstance(error, MemoryError) and not isinstance(error, SandboxViolation) and self.budget.numpy_refused:
+            refused = MemoryLimitExceeded(
+                f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): numpy was refused "
+                f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name)
+            error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
         if isinstance(error, KeyboardInterrupt):
             error = _as_cancel(error, policy)
         report = self._report(error, source) if error is not None else None

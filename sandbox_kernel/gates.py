@@ -44,6 +44,7 @@ except ImportError:
     _fastgates = None
 
 from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
+from .limits import bound_numpy_allocations
 from .policy import Policy
 from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
 
@@ -957,6 +958,7 @@ class Gates:
         if self._unresolved:
             self._resolve_object_rules()
         register_library_guards()
+        bound_numpy_allocations()   # numpy imported by this cell allocates within its limit from now on
         return mod
 
     def import_(self, name, as_leaf):

@@ -13,18 +13,27 @@ reports the trip even if the cell ends "normally" afterwards.
 Memory (in the kernel's process, level ``none``): RLIMIT_AS is process-wide and would break the kernel
 itself, so we never set it in-process. Instead the alarm handler reads the resident set size every
 ALARM_INTERVAL and trips when it has grown by more than the limit since the cell started; sizes of
-obviously huge results are refused before they are built (gates.py). Worker levels add real rlimits.
+obviously huge results are refused before they are built (gates.py), and numpy, which fills arrays in C
+where no sample can interrupt it, allocates through a bounded allocator in the engine's context
+(_allocbound.c). Worker levels add real rlimits.
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 import operator
 import os
 import signal
+import sys
 import threading
 import time
 
 from .denials import Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded
+
+try:
+    from . import _allocbound   # optional C extension (setup.py)
+except ImportError:
+    _allocbound = None
 
 CHUNK = 10_000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,6 +63,26 @@ def resident_bytes() -> int:
         return int(os.pread(_STATM, 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return 0
+
+
+_NUMPY_BOUNDED = contextvars.ContextVar("sandbox_numpy_bounded", default=False)
+
+
+def bound_numpy_allocations() -> bool:
+    """numpy's allocator in the calling contextvars.Context (the engine's) becomes the bounded one,
+    once numpy is imported: numpy keeps its allocator in a ContextVar, so the host's numpy is untouched.
+    False where the extension or numpy is missing."""
+    if _NUMPY_BOUNDED.get():
+        return True
+    numpy = sys.modules.get("numpy")
+    if _allocbound is None or numpy is None:
+        return False
+    umath = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get("numpy.core._multiarray_umath")
+    api = getattr(umath, "_ARRAY_API", None)
+    if api is None or not _allocbound.install(api):
+        return False
+    _NUMPY_BOUNDED.set(True)
+    return True
 
 
 class Budget:
@@ -86,6 +115,10 @@ class Budget:
         self._chunk = min(CHUNK, ticks) if ticks else CHUNK
         self._current = None
         self.running = True
+        self.numpy_refused = 0
+        if _allocbound is not None:
+            bound_numpy_allocations()
+            _allocbound.set_limit(self.memory_limit or 0, self.rss_start)
         self._install_chain()
         self._arm_alarm()
 
@@ -93,6 +126,9 @@ class Budget:
         """Disarm and return the limit that tripped during the cell, if any."""
         self._ticks_final = self.ticks_used()
         self.running = False        # first: an alarm that fires from here on does nothing
+        if _allocbound is not None:
+            self.numpy_refused = _allocbound.refused()
+            _allocbound.set_limit(0, 0)
         if self.tripped is None and self.memory_limit is not None \
                 and resident_bytes() - self.rss_start > self.memory_limit:
             # a cell short enough to finish between two samples still ends over its limit

@@ -47,18 +47,48 @@ def test_library_callable_finalizer_after_cell(sandbox, outside, finalizer):
     assert not (outside / "finalizer.txt").exists(), "a finalizer wrote outside the workdir after the cell"
 
 
-@pytest.mark.xfail(strict=True, reason="BYPASS (memory/time): numpy allocations are not size-checked before they "
-                                       "start: np.ones(3e9, uint8) under a 256 MB limit commits up to 3 GB in C and "
-                                       "ends on a time limit (8 s in-process under a 2 s limit), never a size refusal")
-def test_numpy_allocation_is_size_checked():
-    src = "import numpy as np\nx = np.ones(3 * 10**9, dtype=np.uint8)"
+NUMPY_HOST_ALLOCATOR = """
+    import numpy as np
+    def probe_host(report):   # after the cell: the host's own numpy allocates as before
+        from numpy._core.multiarray import get_handler_name
+        report["host_allocator"] = get_handler_name()
+        report["host_big_array"] = np.ones(300 * 2**20, dtype=np.uint8).nbytes == 300 * 2**20
+"""
+
+
+@pytest.mark.parametrize("src", [
+    "import numpy as np\nx = np.ones(3 * 10**9, dtype=np.uint8)",
+    "import numpy as np\nx = np.full((60000, 60000), 1.5)",
+    "import numpy as np\nx = np.arange(10**9)",
+    "import numpy as np\nx = np.random.default_rng(0).random(10**9)",
+    "import numpy as np\nx = np.tile(np.ones(1000), 10**6)",
+    "import pandas as pd\nx = pd.Series(range(10**9))",
+    "import numpy as np\nx = np.ones(10**6)\nwhile True:\n    x = np.concatenate([x, x])",
+])
+def test_numpy_allocation_is_size_checked(src):
+    if gates_allocbound() is None:
+        pytest.skip("sandbox_kernel._allocbound is not compiled: the memory sampler alone bounds numpy")
     t0 = time.monotonic()
     try:
-        result = run_cell_in_child(src, limits=TIGHT, rlimits={"RLIMIT_AS": 4 << 30}, timeout=4)
+        result = run_cell_in_child(src, limits=TIGHT, rlimits={"RLIMIT_AS": 4 << 30}, timeout=4,
+                                   report=("status", "ename"), probe=NUMPY_HOST_ALLOCATOR)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the cell ran past its limit ({time.monotonic() - t0:.1f}s)")
     assert result["ename"] in ("SizeDenied", "MemoryLimitExceeded"), result
     assert time.monotonic() - t0 < 3.5
+    assert result["host_allocator"] == "default_allocator" and result["host_big_array"], result
+
+
+def gates_allocbound():
+    from sandbox_kernel import limits
+    return limits._allocbound
+
+
+def test_numpy_allocations_within_the_limit_still_work(run):
+    r = run("import numpy as np, pandas as pd\nx = np.ones((1000, 1000))\ny = x @ x\n"
+            "df = pd.DataFrame(np.random.default_rng(1).random((10000, 5)))\n"
+            "print(y[0, 0], df.shape, len(np.concatenate([x, x])))", memory_mb=256)
+    assert r.ok and r.stdout == "1000.0 (10000, 5) 2000\n", r
 
 
 HOST_ABCS = """
