@@ -261,8 +261,8 @@ class Engine:
         return {"ename": ename, "evalue": evalue, "traceback": traceback, "line": line}
 
     def _scrub(self, text: str) -> str:
-        """Error messages never show where the working directory lives on the host."""
-        return text.replace(self.workdir + os.sep, "").replace(self.workdir, ".")
+        """Error messages never show where the working directory or Python live on the host."""
+        return render.hide_host_paths(text.replace(self.workdir + os.sep, "").replace(self.workdir, "."))
 
     def _traceback(self, exc: BaseException, ename: str, evalue: str) -> list[str]:
         lines = []

@@ -1406,6 +1406,21 @@ class _BoundedWrite:
         delattr(self._target, name)
 
 
+def _stand_in_class(cls, construct):
+    """A library class as cells see it when its construction needs a check: a subclass (one per
+    engine) whose every call goes through construct(make, *args, **kwargs), make being the real
+    construction. Calling the stand-in itself gives an instance of the real class; a cell's subclass
+    of it gets its own instances; isinstance/issubclass answer as for the real class."""
+    def call(stand_in, *args, **kwargs):
+        make = cls if stand_in is made else functools.partial(type.__call__, stand_in)
+        return construct(make, *args, **kwargs)
+    bases = (_StandInMeta,) if type(cls) is type else (_StandInMeta, type(cls))
+    meta = type(f"{cls.__name__}_stand_in", bases, {"__call__": call})
+    made = meta(cls.__name__, (cls,), {"__doc__": cls.__doc__, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__, "__st_real__": cls})
+    return made
+
+
 class _StandInMeta(type):
     """The metaclass of a guarded library class's stand-in (a subclass with checks): isinstance and
     issubclass answer as for the real class, so the objects the library itself makes still pass."""
@@ -1568,13 +1583,21 @@ def _guard_copy(fn, gates):
 def _guard_consumer(fn, gates):
     """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
     length is charged as ticks before they start, like list() and sum()."""
-    def consumer(*args, **kwargs):
+    def charge(args):
         for arg in args[:2]:
             if not callable(arg):
                 n = _estimated_length(arg)
                 if n > 1000 and gates.budget is not None:
                     gates.budget.charge(n)
+
+    def consumer(*args, **kwargs):
+        charge(args)
         return fn(*args, **kwargs)
+    if isinstance(fn, type):   # deque: still a class to isinstance() and to subclass
+        def construct(make, *args, **kwargs):
+            charge(args)
+            return make(*args, **kwargs)
+        return _stand_in_class(fn, construct)
     consumer.__name__ = getattr(fn, "__name__", "consumer")
     consumer.__doc__ = fn.__doc__
     return runtime_callable(consumer)
@@ -1687,21 +1710,11 @@ def _checked_array(gates, np, arr, what):
 
 
 def _guard_numpy_array_class(cls, gates):
-    """np.ndarray, np.recarray, np.memmap, np.char.chararray as cells see them: subclasses (per
-    engine) whose construction is checked by _forged_array. isinstance/issubclass are as for the real
-    class; calling the stand-in itself gives an instance of the real class."""
+    """np.ndarray, np.recarray, np.memmap, np.char.chararray as cells see them: construction is
+    checked by _forged_array."""
     np = sys.modules["numpy"]
-
-    def call(stand_in, *args, **kwargs):
-        if stand_in is made:
-            arr = cls(*args, **kwargs)
-        else:   # a cell's subclass
-            arr = type.__call__(stand_in, *args, **kwargs)
-        return _checked_array(gates, np, arr, f"{cls.__name__}()")
-    meta = type(f"{cls.__name__}_meta", (_StandInMeta,), {"__call__": call})
-    made = meta(cls.__name__, (cls,), {"__doc__": cls.__doc__, "__module__": cls.__module__,
-                                       "__qualname__": cls.__qualname__, "__st_real__": cls})
-    return made
+    return _stand_in_class(cls, lambda make, *args, **kwargs: _checked_array(
+        gates, np, make(*args, **kwargs), f"{cls.__name__}()"))
 
 
 def _guard_numpy_buffer_function(fn, gates):

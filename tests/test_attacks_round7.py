@@ -69,3 +69,15 @@ def test_host_directories_do_not_answer_whether_they_exist(run, outside):
         errors.append((r.error["ename"], r.error["evalue"].replace(str(target.parent), "<dir>")))
         assert not target.exists()
     assert errors[0] == errors[1], errors
+
+
+def test_guarded_classes_stay_classes(run):
+    """A guard on a class (deque charges what it consumes, np.ndarray checks what it is laid over) must
+    leave it a class: isinstance, subclassing and type() work as in plain Python."""
+    r = run("import collections, numpy as np\nfrom collections import deque\n"
+            "class Q(collections.deque):\n    def peek(self):\n        return self[0]\n"
+            "q = Q([5, 6])\nd = deque([1, 2, 3], maxlen=2)\n"
+            "print(q.peek(), isinstance(q, deque), isinstance(d, collections.deque), type(d) is deque, d)\n"
+            "a = np.zeros(2)\nprint(isinstance(a, np.ndarray), type(a) is np.ndarray, issubclass(np.ndarray, object))\n")
+    assert r.ok, r
+    assert r.stdout == "5 True True True deque([2, 3], maxlen=2)\nTrue True True\n", r
