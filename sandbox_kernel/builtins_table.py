@@ -12,7 +12,7 @@ import sys
 
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
-from .gates import OWN_CLASSES, SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
+from .gates import NESTING_STAND_INS, OWN_CLASSES, SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
 from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (
@@ -67,6 +67,7 @@ def make_builtins(engine) -> dict:
     gates = engine.gates
     table: dict = {name: getattr(_b, name) for name in _SAFE + _EXCEPTIONS if hasattr(_b, name)}
     table.update({"True": True, "False": False, "None": None})
+    table.update({cls.__name__: stand_in for cls, stand_in in NESTING_STAND_INS.items() if cls.__module__ == "builtins"})
     for name, why in _UNAVAILABLE.items():
         table[name] = _unavailable(name, why, gates)
 

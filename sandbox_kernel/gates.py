@@ -484,8 +484,8 @@ class Gates:
     def _check_method(self, method, name):
         """A bound method is as dangerous as its function (a class may hold shutil.rmtree)."""
         func = method.__func__
-        if type(func) is FunctionType and not is_sandbox_function(func) and _origin(func) in FORBIDDEN_ORIGINS \
-                or _member(func, self._denied_values):
+        if type(func) is FunctionType and not is_sandbox_function(func) and not _is_runtime_callable(func) \
+                and _origin(func) in FORBIDDEN_ORIGINS or _member(func, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{func.__module__}' are not available"))
         if len(self._safe_functions) < 100_000:
             self._safe_functions.add(func)
@@ -1432,6 +1432,101 @@ class _StandInMeta(type):
         return issubclass(sub, cls.__st_real__)
 
 
+# -- C iterators nested in C iterators ------------------------------------------------------------
+# next() on map(f, map(f, ... it)) recurses in C, one level per wrapper, with no recursion check: a
+# million nested wrappers (a few lines and 100 MB) overflow the C stack and kill the process. Every C
+# iterator class a cell can make is a stand-in that records how deep its inputs nest, and refuses to
+# wrap deeper than this. (Generators are Python frames: the recursion limit bounds those.)
+MAX_ITERATOR_NESTING = 2_000
+
+_NESTING_SLOT: dict = {}      # stand-in class -> the slot holding an instance's depth
+_TEE_DEPTH = weakref.WeakKeyDictionary()   # itertools.tee's objects are made in C: depth kept aside
+
+
+def _nesting_of(obj) -> int:
+    """How deep obj's chain of C iterators is (0: not a C iterator wrapper, or not one we made)."""
+    for k in type(obj).__mro__:
+        slot = _NESTING_SLOT.get(k)
+        if slot is not None:
+            try:
+                return slot.__get__(obj)
+            except AttributeError:   # made by C without our __new__ (chain.from_iterable on a subclass)
+                return MAX_ITERATOR_NESTING
+    if type(obj) is _TEE_TYPE:
+        depth = _TEE_DEPTH.get(obj)
+        return _tee_copy_nesting(obj) if depth is None else depth
+    return 0
+
+
+def _tee_copy_nesting(tee) -> int:
+    """A tee object we did not make is a copy of one (copy.copy, __copy__): it reads the iterator its
+    shared buffer reads. Unreadable (a cell that turned DeprecationWarning into errors on 3.12+): as
+    deep as allowed."""
+    try:
+        source = tee.__reduce__()[2][0].__reduce__()[1][0]
+    except Exception:
+        return MAX_ITERATOR_NESTING
+    return 1 + _nesting_of(source)
+
+
+def _deeper(inputs, what) -> int:
+    depth = 1 + max((_nesting_of(i) for i in inputs), default=0)
+    if depth > MAX_ITERATOR_NESTING:
+        exc = SizeDenied(f"{what} nested {depth:,} deep",
+                         f"C iterators nest at most {MAX_ITERATOR_NESTING:,} deep (next() would recurse in C "
+                         f"past the end of the stack)")
+        gates = CURRENT_GATES.get()
+        if gates is not None:
+            gates.deny(exc)
+        raise exc
+    return depth
+
+
+def _nesting_stand_in(cls):
+    """cls (map, zip, itertools.chain ...) as cells see it: a subclass whose instances carry their
+    nesting depth in a slot; iteration is the real class's, in C."""
+    def __new__(sub, *args, **kwargs):
+        depth = _deeper(args, cls.__name__)
+        obj = cls.__new__(sub, *args, **kwargs)
+        slot.__set__(obj, depth)
+        return obj
+    namespace = {"__slots__": ("__st_depth__",), "__new__": __new__, "__doc__": cls.__doc__,
+                 "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__st_real__": cls}
+    if hasattr(cls, "from_iterable"):
+        def from_iterable(sub, iterable):
+            depth = _deeper((iterable,), f"{cls.__name__}.from_iterable")
+            obj = cls.__dict__["from_iterable"].__get__(None, sub)(iterable)   # C, bound to the stand-in
+            slot.__set__(obj, depth + 1)   # its items are iterables too: count one more
+            return obj
+        namespace["from_iterable"] = classmethod(runtime_callable(from_iterable))
+    stand_in = _StandInMeta(cls.__name__, (cls,), namespace)
+    slot = stand_in.__dict__["__st_depth__"]
+    _NESTING_SLOT[stand_in] = slot
+    return stand_in
+
+
+def _nesting_tee(tee):
+    def tee_(iterable, n=2):
+        depth = _deeper((iterable,), "tee")
+        copies = tee(iterable, n)
+        for t in copies:
+            if type(t) is _TEE_TYPE:
+                _TEE_DEPTH[t] = depth
+        return copies
+    tee_.__name__ = "tee"
+    tee_.__doc__ = tee.__doc__
+    return runtime_callable(tee_)
+
+
+_TEE_TYPE = type(itertools.tee(())[0])
+_NESTING_CLASSES = [map, filter, zip, enumerate] + [
+    getattr(itertools, n) for n in ("accumulate", "batched", "chain", "compress", "dropwhile", "filterfalse",
+                                    "groupby", "islice", "pairwise", "starmap", "takewhile", "zip_longest")
+    if isinstance(getattr(itertools, n, None), type)]
+NESTING_STAND_INS = {cls: _nesting_stand_in(cls) for cls in _NESTING_CLASSES}
+_NESTING_TEE = _nesting_tee(itertools.tee)
+
+
 def _guard_decimal_context(cls, gates):
     """decimal.Context as cells see it: a subclass whose constructor bounds the precision. One class
     per engine, made on first use."""
@@ -1634,7 +1729,10 @@ _CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless
                 functools.singledispatch: _guard_singledispatch,
                 operator.mod: _guard_mod, operator.imod: _guard_mod,
                 decimal.Context: _guard_decimal_context, decimal.setcontext: _guard_decimal_activation,
-                decimal.localcontext: _guard_decimal_activation}
+                decimal.localcontext: _guard_decimal_activation,
+                itertools.tee: lambda fn, gates: _NESTING_TEE}
+for _cls, _stand_in in NESTING_STAND_INS.items():
+    _CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     _CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
 for _consumer in (collections.deque, _math.fsum, _math.prod, functools.reduce):
