@@ -6,7 +6,8 @@
  * array's data; numpy keeps that allocator in a ContextVar, so installing this one in the engine's own
  * contextvars.Context bounds the arrays cells make, and nothing else in the process. An allocation
  * larger than what is left of the cell's memory limit gets NULL: numpy raises MemoryError and nothing
- * was allocated. Arrays remember the allocator that made them, so freeing is always plain free().
+ * was allocated. Everything else is passed to the allocator that was current before (numpy's own:
+ * its small-block cache and huge pages stay), which also frees what it gave.
  *
  * numpy's C API is a table of function pointers published as a capsule; the two entries used here
  * (PyDataMem_SetHandler 304, PyDataMem_GetHandler 305, numpy >= 1.22) are checked before use: the
@@ -87,10 +88,13 @@ refuse(size_t size)
     return 0;
 }
 
+/* The allocator that was current when install() first ran (numpy's default), which does the work. */
+static DataAllocator inner;
+
 static void *
 bounded_malloc(void *ctx, size_t size)
 {
-    return refuse(size) ? NULL : malloc(size ? size : 1);
+    return refuse(size) ? NULL : inner.malloc(inner.ctx, size);
 }
 
 static void *
@@ -98,19 +102,19 @@ bounded_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     if (elsize && nelem > SIZE_MAX / elsize)
         return NULL;
-    return refuse(nelem * elsize) ? NULL : calloc(nelem ? nelem : 1, elsize ? elsize : 1);
+    return refuse(nelem * elsize) ? NULL : inner.calloc(inner.ctx, nelem, elsize);
 }
 
 static void *
 bounded_realloc(void *ctx, void *ptr, size_t new_size)
 {
-    return refuse(new_size) ? NULL : realloc(ptr, new_size ? new_size : 1);
+    return refuse(new_size) ? NULL : inner.realloc(inner.ctx, ptr, new_size);
 }
 
 static void
 bounded_free(void *ctx, void *ptr, size_t size)
 {
-    free(ptr);
+    inner.free(inner.ctx, ptr, size);
 }
 
 static DataHandler handler = {
@@ -146,6 +150,19 @@ install(PyObject *module, PyObject *capsule)
     if (!PyCapsule_IsValid(current, "mem_handler")) {
         Py_DECREF(current);
         Py_RETURN_FALSE;
+    }
+    if (inner.malloc == NULL) {
+        DataHandler *previous_handler = (DataHandler *)PyCapsule_GetPointer(current, "mem_handler");
+        if (previous_handler == NULL || previous_handler->version != 1 || previous_handler == &handler
+                || previous_handler->allocator.malloc == NULL || previous_handler->allocator.calloc == NULL
+                || previous_handler->allocator.realloc == NULL || previous_handler->allocator.free == NULL) {
+            PyErr_Clear();
+            Py_DECREF(current);
+            Py_RETURN_FALSE;
+        }
+        /* numpy's default handler is static; a capsule kept forever keeps any other alive too */
+        inner = previous_handler->allocator;
+        Py_INCREF(current);
     }
     Py_DECREF(current);
     ours = PyCapsule_New(&handler, "mem_handler", NULL);
