@@ -87,6 +87,35 @@ def _small_int_const(node: ast.expr) -> bool:
 _OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<"}
 
 
+def _never_rebound_parameters(func) -> list[str]:
+    """The function's named parameters that nothing in it (nested scopes included) binds again:
+    assignment of any kind, del, for/with/except/import/match targets, def/class names, global and
+    nonlocal. Conservative: a nested scope's own binding of the name counts too."""
+    a = func.args
+    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    if not params:
+        return []
+    bound = set()
+    for n in ast.walk(ast.Module(body=func.body, type_ignores=[])):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            bound.add(n.id)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            bound.update(n.names)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.alias):
+            bound.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            bound.add(n.rest)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)   # a nested function's parameter of the same name
+    return [p for p in params if p not in bound]
+
+
 class Rewriter(ast.NodeTransformer):
     """Validates and rewrites one cell. Raises ValidationDenied / NameDenied on the first problem."""
 
@@ -96,7 +125,9 @@ class Rewriter(ast.NodeTransformer):
         self._hoisted: list[list] = []       # class-pattern stand-ins, per enclosing match
         self._match_classes = 0
         self._in_class_body = False
-        self._receivers: list[str] = []      # first parameters of enclosing methods ("self")
+        # parameters of the function being rewritten whose own-instance check is made once, at entry:
+        # name -> [flag name, uses]; empty in nested scopes (lambdas, comprehensions, classes)
+        self._entry_checked: dict = {}
         self._module_names: set[str] = set()  # names the cell binds by import (np, pd): never own instances
 
     # -- helpers -------------------------------------------------------------------------------
@@ -167,27 +198,26 @@ class Rewriter(ast.NodeTransformer):
             node.returns = self.visit(node.returns)
         for tp in getattr(node, "type_params", None) or []:
             self.visit(tp)
-        receiver = None
-        if self._in_class_body:
-            positional = node.args.posonlyargs + node.args.args
-            receiver = positional[0].arg if positional else None
         self._function_depth += 1
         in_class_body, self._in_class_body = self._in_class_body, False
-        if receiver:
-            self._receivers.append(receiver)
+        outer, self._entry_checked = self._entry_checked, {
+            name: [f"{GATE_PREFIX}own_{name}__", 0] for name in _never_rebound_parameters(node)}
         try:
             body = self._visit_body(node.body)
+            checked = self._entry_checked
         finally:
             self._function_depth -= 1
             self._in_class_body = in_class_body
-            if receiver:
-                self._receivers.pop()
+            self._entry_checked = outer
         doc = []
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             doc, body = body[:1], body[1:]
         tick = ast.copy_location(_tick_stmt(), node)
-        node.body = doc + [tick] + (body or [ast.copy_location(ast.Pass(), node)])
+        flags = [ast.copy_location(ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())],
+                                              value=self._is_own_instance(name, at_entry=True)), node)
+                 for name, (flag, uses) in checked.items() if uses]
+        node.body = doc + [tick] + flags + (body or [ast.copy_location(ast.Pass(), node)])
         return node
 
     visit_FunctionDef = _function
@@ -197,7 +227,11 @@ class Rewriter(ast.NodeTransformer):
         """'lambda x: e' becomes 'lambda x: __st_tick__() or e' (the tick returns None)."""
         self._check_arguments(node.args)
         node.args = self.visit(node.args)
-        body = self.visit(node.body)
+        outer, self._entry_checked = self._entry_checked, {}
+        try:
+            body = self.visit(node.body)
+        finally:
+            self._entry_checked = outer
         node.body = ast.copy_location(ast.BoolOp(op=ast.Or(), values=[_call("tick"), body]), body)
         return node
 
@@ -221,11 +255,13 @@ class Rewriter(ast.NodeTransformer):
             self.visit(tp)
         self._class_names.append(node.name)
         in_class_body, self._in_class_body = self._in_class_body, True
+        outer, self._entry_checked = self._entry_checked, {}
         try:
             node.body = self._visit_body(node.body) or [ast.copy_location(ast.Pass(), node)]
         finally:
             self._class_names.pop()
             self._in_class_body = in_class_body
+            self._entry_checked = outer
         return node
 
     def visit_TypeVar(self, node):
@@ -270,10 +306,16 @@ class Rewriter(ast.NodeTransformer):
         bound by import are modules, never own instances."""
         return isinstance(value, ast.Name) and value.id not in self._module_names and self._own_attribute_name(attr)
 
-    @staticmethod
-    def _is_own_instance(name: str) -> ast.expr:
+    def _is_own_instance(self, name: str, at_entry: bool = False) -> ast.expr:
         """'__st_type__(self) in __st_own__': self's class is one the cell defined from its own classes
-        and object only; every non-dunder attribute of such an instance is the cell's to read and write."""
+        and object only; every non-dunder attribute of such an instance is the cell's to read and write.
+        For a parameter the function never rebinds, the answer cannot change while the function runs
+        (classes join the set once and never leave it; __class__ is not writable): it is computed at
+        entry into '__st_own_self__', and each use reads that local."""
+        entry = None if at_entry else self._entry_checked.get(name)
+        if entry is not None:
+            entry[1] += 1
+            return ast.Name(id=entry[0], ctx=ast.Load())
         return ast.Compare(left=_call("type", ast.Name(id=name, ctx=ast.Load())), ops=[ast.In()],
                            comparators=[_gate("own")])
 
@@ -546,7 +588,11 @@ class Rewriter(ast.NodeTransformer):
     def _comprehension_owner(self, node):
         """Comprehensions: each 'for x in it' gains a first condition '__st_tick__() is None',
         a checkpoint per iteration."""
-        return self._visit_children(node)
+        outer, self._entry_checked = self._entry_checked, {}
+        try:
+            return self._visit_children(node)
+        finally:
+            self._entry_checked = outer
 
     visit_ListComp = _comprehension_owner
     visit_SetComp = _comprehension_owner
