@@ -12,7 +12,8 @@ import sys
 
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
-from .gates import NESTING_STAND_INS, OWN_CLASSES, SandboxType, _ticking_iter, is_sandbox_class, runtime_callable
+from .gates import OWN_CLASSES, SandboxType, is_sandbox_class, runtime_callable
+from .guards import NESTING_STAND_INS, _ticking_iter
 from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (

@@ -15,7 +15,6 @@ policy, denials, truncated, output, charts, error).
 from __future__ import annotations
 
 import ast
-import builtins as _host_builtins
 import contextvars
 import json
 import inspect as _inspect
@@ -31,7 +30,7 @@ from typing import Callable
 from . import confine, render
 from .builtins_table import make_builtins
 from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied
-from .gates import CURRENT_GATES, Gates, is_sandbox_class
+from .gates import CURRENT_GATES, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS

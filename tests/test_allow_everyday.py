@@ -148,7 +148,6 @@ except StopIteration as e:
 def test_language_mix_matches_cpython(run):
     """cached_property, dataclass(slots=True), runtime_checkable Protocol, enum.auto/Flag, groupby, heapq,
     ChainMap, Counter, bisect, statistics, random.choices, re, json default, translate, Decimal, generators."""
-    import ast
     import contextlib
     import io
     import random

@@ -115,7 +115,7 @@ def test_network_modules_are_not_reachable(run, src):
 
 
 def test_network_denied_for_strict_too(strict, listener):
-    r = strict.run(f"import json\nx = json.loads('1')\nimport urllib.request\n")
+    r = strict.run("import json\nx = json.loads('1')\nimport urllib.request\n")
     assert not r.ok and r.denied("import", line=3), r
     assert listener.received == []
 

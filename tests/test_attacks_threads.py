@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 CHILD = textwrap.dedent("""
     import json, os, sys

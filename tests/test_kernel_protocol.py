@@ -2,7 +2,6 @@
 stop_on_error, user_expressions, kernel_info."""
 import threading
 import time
-import unittest
 
 import jupyter_kernel_test
 import pytest

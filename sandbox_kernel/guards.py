@@ -1,0 +1,562 @@
+"""Library functions and classes that cells receive guarded. SECURITY CORE.
+
+When an attribute read or an import hands a cell one of the objects in CALL_GUARDS, the gates give it
+the guard's stand-in instead (one per engine: Gates.guarded), and type(x) / x.__class__ do the same.
+A stand-in does what the original does, after a check the original cannot make itself: an argument
+that would run past every limit in C (an endless iterator, a huge factorial, a 5,000-digit decimal
+context, a deep chain of C iterators), write into the host's objects (dataclass on a library class), or
+turn raw memory into objects (a numpy array laid over bytes). Functions become functions; classes
+become subclasses that still pass isinstance for the real class (_StandInMeta).
+"""
+from __future__ import annotations
+
+import abc
+import collections
+import copy
+import dataclasses
+import decimal
+import enum
+import functools
+import itertools
+import math
+import operator
+import sys
+import typing
+import weakref
+
+from .denials import CallDenied, SizeDenied
+from .gates import (CURRENT_GATES, _estimated_length, _no_auto_open, _type_name, is_sandbox_class,
+                    is_sandbox_function, runtime_callable)
+
+
+# ------------------------------------------------------------------------------------------------
+# Functions with a dangerous argument, and endless iterators
+# ------------------------------------------------------------------------------------------------
+
+def _guard_numpy_load(fn, gates):
+    @functools.wraps(fn)
+    def load(*args, **kwargs):
+        if kwargs.get("allow_pickle"):
+            gates.deny(CallDenied("numpy.load(allow_pickle=True)", "loading pickles can run arbitrary code"))
+        kwargs["allow_pickle"] = False
+        return fn(*args, **kwargs)
+    return runtime_callable(load)
+
+
+def _guard_endless(fn, gates):
+    """itertools.count(), cycle() and repeat() without a count can feed a C loop forever
+    (sum(count())); the sandbox's versions tick on every item."""
+    def ticking(*args, **kwargs):
+        it = fn(*args, **kwargs)
+        if fn is itertools.repeat and (len(args) > 1 or "times" in kwargs):
+            return it
+        return _ticking_iter(it, gates)
+    ticking.__name__ = fn.__name__
+    ticking.__doc__ = fn.__doc__
+    return runtime_callable(ticking)
+
+
+def _ticking_iter(it, gates):
+    table = gates.budget._builtins if gates.budget is not None else {"__st_tick__": lambda: None}
+    for item in it:
+        table["__st_tick__"]()   # looked up each time: the budget swaps it when a limit trips
+        yield item
+
+
+def _guard_big_math(fn, gates):
+    """math.factorial/comb/perm run in C without returning to the interpreter: bound n first."""
+    def bounded(*args):
+        if any(type(a) is int and a > 100_000 for a in args):
+            gates.deny(SizeDenied(f"math.{fn.__name__} of more than 100,000",
+                                  "it would run in C, where the sandbox cannot stop it"))
+        return fn(*args)
+    bounded.__name__ = fn.__name__
+    bounded.__doc__ = fn.__doc__
+    return runtime_callable(bounded)
+
+
+def _guard_mod(fn, gates):
+    """operator.mod / imod are '%' under another name: the same %-format width check."""
+    inplace = fn is operator.imod
+
+    def mod(a, b):
+        return gates.apply_inplace(a, "%=", b) if inplace else gates.mod(a, b)
+    mod.__name__ = fn.__name__
+    mod.__doc__ = fn.__doc__
+    return runtime_callable(mod)
+
+
+# Decimal arithmetic runs in C (libmpdec) at the context's precision, where the time limit cannot
+# stop it; ln/exp/log10 cost grows with its cube (4,000 digits: ~1 s, 100,000: minutes). Every context a
+# cell makes or changes is held to this precision.
+MAX_DECIMAL_PREC = 5_000
+
+
+def bounded_decimal_prec(gates, prec):
+    """The precision as an exact int, refused above MAX_DECIMAL_PREC (None: the default)."""
+    if prec is None:
+        return None
+    value = operator.index(prec)   # once: a cell's __index__ could answer differently the second time
+    if value > MAX_DECIMAL_PREC:
+        gates.deny(SizeDenied(f"a decimal precision of {value:,} digits",
+                              f"at most {MAX_DECIMAL_PREC:,} digits: decimal arithmetic runs in C, "
+                              f"where the time limit cannot stop it"))
+    return value
+
+
+class _BoundedWrite:
+    """The target of ``ctx.prec = v`` in place of ctx (see Gates.write): checks v, then sets it."""
+    __slots__ = ("_target", "_check")
+
+    def __init__(self, target, check):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_check", check)
+
+    def __setattr__(self, name, value):
+        setattr(self._target, name, self._check(value))
+
+    def __delattr__(self, name):
+        delattr(self._target, name)
+
+
+def _stand_in_class(cls, construct):
+    """A library class as cells see it when its construction needs a check: a subclass (one per
+    engine) whose every call goes through construct(make, *args, **kwargs), make being the real
+    construction. Calling the stand-in itself gives an instance of the real class; a cell's subclass
+    of it gets its own instances; isinstance/issubclass answer as for the real class."""
+    def call(stand_in, *args, **kwargs):
+        make = cls if stand_in is made else functools.partial(type.__call__, stand_in)
+        return construct(make, *args, **kwargs)
+    bases = (_StandInMeta,) if type(cls) is type else (_StandInMeta, type(cls))
+    meta = type(f"{cls.__name__}_stand_in", bases, {"__call__": call})
+    made = meta(cls.__name__, (cls,), {"__doc__": cls.__doc__, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__, "__st_real__": cls})
+    return made
+
+
+class _StandInMeta(type):
+    """The metaclass of a guarded library class's stand-in (a subclass with checks): isinstance and
+    issubclass answer as for the real class, so the objects the library itself makes still pass."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls.__st_real__)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.__st_real__)
+
+
+# -- C iterators nested in C iterators ------------------------------------------------------------
+# next() on map(f, map(f, ... it)) recurses in C, one level per wrapper, with no recursion check: a
+# million nested wrappers (a few lines and 100 MB) overflow the C stack and kill the process. Every C
+# iterator class a cell can make is a stand-in that records how deep its inputs nest, and refuses to
+# wrap deeper than this. (Generators are Python frames: the recursion limit bounds those.)
+MAX_ITERATOR_NESTING = 2_000
+
+_NESTING_SLOT: dict = {}      # stand-in class -> the slot holding an instance's depth
+_TEE_DEPTH = weakref.WeakKeyDictionary()   # itertools.tee's objects are made in C: depth kept aside
+
+
+def _nesting_of(obj) -> int:
+    """How deep obj's chain of C iterators is (0: not a C iterator wrapper, or not one we made)."""
+    for k in type(obj).__mro__:
+        slot = _NESTING_SLOT.get(k)
+        if slot is not None:
+            try:
+                return slot.__get__(obj)
+            except AttributeError:   # made by C without our __new__ (chain.from_iterable on a subclass)
+                return MAX_ITERATOR_NESTING
+    if type(obj) is _TEE_TYPE:
+        depth = _TEE_DEPTH.get(obj)
+        return _tee_copy_nesting(obj) if depth is None else depth
+    return 0
+
+
+def _tee_copy_nesting(tee) -> int:
+    """A tee object we did not make is a copy of one (copy.copy, __copy__): it reads the iterator its
+    shared buffer reads. Unreadable (a cell that turned DeprecationWarning into errors on 3.12+): as
+    deep as allowed."""
+    try:
+        source = tee.__reduce__()[2][0].__reduce__()[1][0]
+    except Exception:
+        return MAX_ITERATOR_NESTING
+    return 1 + _nesting_of(source)
+
+
+def _deeper(inputs, what) -> int:
+    depth = 1 + max((_nesting_of(i) for i in inputs), default=0)
+    if depth > MAX_ITERATOR_NESTING:
+        exc = SizeDenied(f"{what} nested {depth:,} deep",
+                         f"C iterators nest at most {MAX_ITERATOR_NESTING:,} deep (next() would recurse in C "
+                         f"past the end of the stack)")
+        gates = CURRENT_GATES.get()
+        if gates is not None:
+            gates.deny(exc)
+        raise exc
+    return depth
+
+
+def _nesting_stand_in(cls):
+    """cls (map, zip, itertools.chain ...) as cells see it: a subclass whose instances carry their
+    nesting depth in a slot; iteration is the real class's, in C."""
+    def __new__(sub, *args, **kwargs):
+        depth = _deeper(args, cls.__name__)
+        obj = cls.__new__(sub, *args, **kwargs)
+        slot.__set__(obj, depth)
+        return obj
+    namespace = {"__slots__": ("__st_depth__",), "__new__": __new__, "__doc__": cls.__doc__,
+                 "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__st_real__": cls}
+    if hasattr(cls, "from_iterable"):
+        def from_iterable(sub, iterable):
+            depth = _deeper((iterable,), f"{cls.__name__}.from_iterable")
+            obj = cls.__dict__["from_iterable"].__get__(None, sub)(iterable)   # C, bound to the stand-in
+            slot.__set__(obj, depth + 1)   # its items are iterables too: count one more
+            return obj
+        namespace["from_iterable"] = classmethod(runtime_callable(from_iterable))
+    stand_in = _StandInMeta(cls.__name__, (cls,), namespace)
+    slot = stand_in.__dict__["__st_depth__"]
+    _NESTING_SLOT[stand_in] = slot
+    return stand_in
+
+
+def _nesting_tee(tee):
+    def tee_(iterable, n=2):
+        depth = _deeper((iterable,), "tee")
+        copies = tee(iterable, n)
+        for t in copies:
+            if type(t) is _TEE_TYPE:
+                _TEE_DEPTH[t] = depth
+        return copies
+    tee_.__name__ = "tee"
+    tee_.__doc__ = tee.__doc__
+    return runtime_callable(tee_)
+
+
+_TEE_TYPE = type(itertools.tee(())[0])
+_NESTING_CLASSES = [map, filter, zip, enumerate] + [
+    getattr(itertools, n) for n in ("accumulate", "batched", "chain", "compress", "dropwhile", "filterfalse",
+                                    "groupby", "islice", "pairwise", "starmap", "takewhile", "zip_longest")
+    if isinstance(getattr(itertools, n, None), type)]
+NESTING_STAND_INS = {cls: _nesting_stand_in(cls) for cls in _NESTING_CLASSES}
+_NESTING_TEE = _nesting_tee(itertools.tee)
+
+
+def _guard_decimal_context(cls, gates):
+    """decimal.Context as cells see it: a subclass whose constructor bounds the precision. One class
+    per engine, made on first use."""
+    if gates._decimal_context is None:
+        class Context(cls, metaclass=_StandInMeta):
+            __doc__ = cls.__doc__
+            __st_real__ = cls
+
+            def __init__(self, prec=None, *args, **kwargs):
+                super().__init__(bounded_decimal_prec(gates, prec), *args, **kwargs)
+        Context.__module__ = "decimal"
+        gates._decimal_context = Context
+    return gates._decimal_context
+
+
+def _guard_decimal_activation(fn, gates):
+    """setcontext(ctx) and localcontext(ctx, prec=...): the context made current is bounded too
+    (its precision read through the C descriptor, whatever a subclass claims)."""
+    def activate(ctx=None, **kwargs):
+        if isinstance(ctx, decimal.Context):
+            bounded_decimal_prec(gates, decimal.Context.prec.__get__(ctx))
+        if "prec" in kwargs:
+            kwargs["prec"] = bounded_decimal_prec(gates, kwargs["prec"])
+        return fn(ctx, **kwargs) if fn is decimal.localcontext else fn(ctx)
+    activate.__name__ = fn.__name__
+    activate.__doc__ = fn.__doc__
+    return runtime_callable(activate)
+
+
+def _guard_target_is_sandboxed(position_name: str):
+    """Decorators and helpers that write attributes onto their argument (dataclass, update_wrapper,
+    total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made."""
+    def factory(fn, gates):
+        def check(target):
+            if not (is_sandbox_class(target) or is_sandbox_function(target) or
+                    type(target) in (classmethod, staticmethod, property) or
+                    type(target) is functools.partial):
+                gates.deny(CallDenied(f"{fn.__name__}() of {_type_name(target)}",
+                                      f"it changes its {position_name}; only classes and functions "
+                                      f"defined in the cell may be changed"))
+
+        def guarded(*args, **kwargs):
+            targets = list(args[:1]) + [v for k, v in kwargs.items() if k in _TARGET_KEYWORDS]
+            if targets:
+                for target in targets:
+                    check(target)
+                return fn(*args, **kwargs)
+            decorator = fn(**kwargs)            # @dataclass(frozen=True): the class comes later
+
+            def apply(target):
+                check(target)
+                return decorator(target)
+            return runtime_callable(apply)
+        guarded.__name__ = fn.__name__
+        guarded.__doc__ = fn.__doc__
+        guarded.__wrapped__ = fn
+        return runtime_callable(guarded)
+    return factory
+
+
+# The parameter names these helpers give their target (update_wrapper(wrapper=...), no_type_check(arg=...)).
+_TARGET_KEYWORDS = frozenset({"wrapper", "arg", "cls", "f", "funcobj", "enumeration", "func", "obj", "method"})
+
+
+def _guard_wraps(fn, gates):
+    """functools.wraps(w) returns a decorator that writes onto the function it decorates."""
+    def wraps(wrapped, *args, **kwargs):
+        decorator = fn(wrapped, *args, **kwargs)
+
+        def apply(wrapper):
+            if not is_sandbox_function(wrapper) and not is_sandbox_class(wrapper):
+                gates.deny(CallDenied("functools.wraps(...) on a function the cell did not define",
+                                      "it would change that function"))
+            return decorator(wrapper)
+        return runtime_callable(apply)
+    wraps.__name__ = "wraps"
+    wraps.__doc__ = fn.__doc__
+    return runtime_callable(wraps)
+
+
+def _guard_attrgetter(fn, gates):
+    """operator.attrgetter('a.b') reads through the attribute gate."""
+    def attrgetter(*names):
+        for name in names:
+            if type(name) is not str:
+                raise TypeError("attribute name must be a string")
+        paths = [name.split(".") for name in names]
+
+        def get(obj):
+            values = []
+            for path in paths:
+                value = obj
+                for part in path:
+                    value = gates.builtin_getattr(value, part)
+                values.append(value)
+            return values[0] if len(values) == 1 else tuple(values)
+        return runtime_callable(get)
+    attrgetter.__doc__ = fn.__doc__
+    return runtime_callable(attrgetter)
+
+
+def _guard_methodcaller(fn, gates):
+    def methodcaller(name, *args, **kwargs):
+        if type(name) is not str:
+            raise TypeError("method name must be a string")
+        return runtime_callable(lambda obj: gates.builtin_getattr(obj, name)(*args, **kwargs))
+    methodcaller.__doc__ = fn.__doc__
+    return runtime_callable(methodcaller)
+
+
+def _guard_singledispatch(fn, gates):
+    """register() reads implementations' annotations with typing.get_type_hints, which evaluates
+    string annotations outside the rewriter: only evaluated (non-string) annotations are accepted."""
+    def singledispatch(func):
+        dispatcher = fn(func)
+        register = dispatcher.register
+
+        def guarded_register(cls, func=None):
+            target = cls if func is None and not isinstance(cls, type) else func
+            annotations = getattr(target, "__annotations__", None) if target is not None else None
+            if isinstance(annotations, dict) and any(isinstance(a, str) for a in annotations.values()):
+                gates.deny(CallDenied("register() with string annotations",
+                                      "annotations given as strings would be evaluated outside the sandbox"))
+            return register(cls, func) if func is not None else register(cls)
+        dispatcher.register = runtime_callable(guarded_register)
+        return dispatcher
+    singledispatch.__doc__ = fn.__doc__
+    return runtime_callable(singledispatch)
+
+
+def _guard_copy(fn, gates):
+    """copy.copy/deepcopy follow __reduce_ex__: a cell-defined one can make the copy machinery
+    update a module's __dict__ or set attributes on a library class."""
+    def guarded(x, *args, **kwargs):
+        cls = type(x)
+        if is_sandbox_class(cls):
+            for k in cls.__mro__:
+                if not is_sandbox_class(k):
+                    continue
+                if any(h in k.__dict__ for h in ("__reduce_ex__", "__reduce__")):
+                    gates.deny(CallDenied(f"copy.{fn.__name__}() of an object with its own __reduce__",
+                                          "define __copy__/__deepcopy__ instead"))
+        return fn(x, *args, **kwargs)
+    guarded.__name__ = fn.__name__
+    guarded.__doc__ = fn.__doc__
+    return runtime_callable(guarded)
+
+
+def _guard_consumer(fn, gates):
+    """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
+    length is charged as ticks before they start, like list() and sum()."""
+    def charge(args):
+        for arg in args[:2]:
+            if not callable(arg):
+                n = _estimated_length(arg)
+                if n > 1000 and gates.budget is not None:
+                    gates.budget.charge(n)
+
+    def consumer(*args, **kwargs):
+        charge(args)
+        return fn(*args, **kwargs)
+    if isinstance(fn, type):   # deque: still a class to isinstance() and to subclass
+        def construct(make, *args, **kwargs):
+            charge(args)
+            return make(*args, **kwargs)
+        return _stand_in_class(fn, construct)
+    consumer.__name__ = getattr(fn, "__name__", "consumer")
+    consumer.__doc__ = fn.__doc__
+    return runtime_callable(consumer)
+
+
+def _ticking_factory(fn, gates):
+    """Combinatoric iterators have no length hint: list(product(range(1000), repeat=5)) would fill
+    memory in C. The sandbox's versions tick on every item."""
+    def ticking(*args, **kwargs):
+        return _ticking_iter(fn(*args, **kwargs), gates)
+    ticking.__name__ = fn.__name__
+    ticking.__doc__ = fn.__doc__
+    return runtime_callable(ticking)
+
+
+
+CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
+                itertools.repeat: _guard_endless, math.factorial: _guard_big_math,
+                math.comb: _guard_big_math, math.perm: _guard_big_math,
+                copy.copy: _guard_copy, copy.deepcopy: _guard_copy,
+                functools.wraps: _guard_wraps,
+                functools.update_wrapper: _guard_target_is_sandboxed("wrapper"),
+                functools.total_ordering: _guard_target_is_sandboxed("class"),
+                dataclasses.dataclass: _guard_target_is_sandboxed("class"),
+                typing.no_type_check: _guard_target_is_sandboxed("argument"),
+                typing.final: _guard_target_is_sandboxed("argument"),
+                typing.runtime_checkable: _guard_target_is_sandboxed("class"),
+                abc.abstractmethod: _guard_target_is_sandboxed("function"),
+                enum.unique: _guard_target_is_sandboxed("class"),
+                operator.attrgetter: _guard_attrgetter, operator.methodcaller: _guard_methodcaller,
+                functools.singledispatch: _guard_singledispatch,
+                operator.mod: _guard_mod, operator.imod: _guard_mod,
+                decimal.Context: _guard_decimal_context, decimal.setcontext: _guard_decimal_activation,
+                decimal.localcontext: _guard_decimal_activation,
+                itertools.tee: lambda fn, gates: _NESTING_TEE}
+for _cls, _stand_in in NESTING_STAND_INS.items():
+    CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
+for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
+    CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
+for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce):
+    CALL_GUARDS[_consumer] = _guard_consumer
+_KEEP: list = []
+
+
+def _guard_plotly_show(fn, gates):
+    def show(fig, *args, **kwargs):
+        if gates.display is None:
+            gates.deny(CallDenied("plotly.io.show", "there is no display here"))
+        gates.display(fig)
+    return runtime_callable(show)
+
+
+def _guard_auto_open(fn, gates):
+    return _no_auto_open(fn)
+
+
+def _disable_pandas_evaluator() -> None:
+    """pandas' expression evaluator is an interpreter of its own (DataFrame.eval, query, pandas.eval
+    all end here; '@name' resolves in pandas' own globals). Every name route to it is denied; this
+    closes it at the source too, for any route not yet known, while a cell runs."""
+    if "pandas" not in sys.modules:
+        return
+    module = sys.modules.get("pandas.core.computation.eval")
+    if module is None:
+        import pandas.core.computation.eval as module   # noqa: F811 - loaded lazily by DataFrame.eval
+    if getattr(module.eval, "__st_closed__", False):
+        return
+    from .confine import cell_is_running
+
+    original = module.eval
+
+    def eval(*args, **kwargs):
+        if cell_is_running():
+            raise CallDenied("pandas' expression evaluator", "it evaluates text outside the sandbox")
+        return original(*args, **kwargs)
+    eval.__st_closed__ = True
+    module.eval = eval
+
+
+# -- numpy: arrays laid over raw memory ------------------------------------------------------------
+# An object array is a row of PyObject pointers. Laid over bytes a cell wrote (np.ndarray(buffer=...),
+# frombuffer, recarray(buf=), memmap), any address becomes an object ("fakeobj"); an int view over an
+# object array's storage writes raw pointers into it. Either ends in the real builtins. Numpy itself
+# refuses some routes (frombuffer(dtype=object), object <-> int view()); these guards close the rest by
+# checking what an array is laid over, after numpy built it and before the cell holds it.
+
+def _forged_array(np, arr) -> bool:
+    """True when arr's object references are raw bytes (an object array over a bytearray, bytes or a
+    file) or its bytes are another array's references (an int array over an object array)."""
+    has_objects = arr.dtype.hasobject
+    base = arr.base
+    while base is not None:
+        if isinstance(base, np.ndarray):
+            if base.dtype.hasobject != has_objects:
+                return True
+            base = base.base
+        elif isinstance(base, memoryview):
+            base = base.obj
+        else:
+            return has_objects
+    return False
+
+
+def _checked_array(gates, np, arr, what):
+    if isinstance(arr, np.ndarray) and _forged_array(np, arr):
+        gates.deny(CallDenied(f"{what} laid over raw memory",
+                              "object arrays are made from Python objects, never from bytes, and their "
+                              "storage is never seen as bytes"))
+    return arr
+
+
+def _guard_numpy_array_class(cls, gates):
+    """np.ndarray, np.recarray, np.memmap, np.char.chararray as cells see them: construction is
+    checked by _forged_array."""
+    np = sys.modules["numpy"]
+    return _stand_in_class(cls, lambda make, *args, **kwargs: _checked_array(
+        gates, np, make(*args, **kwargs), f"{cls.__name__}()"))
+
+
+def _guard_numpy_buffer_function(fn, gates):
+    """frombuffer and the np.rec / np.char constructors that take a buffer: the result is checked."""
+    np = sys.modules["numpy"]
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        return _checked_array(gates, np, fn(*args, **kwargs), f"numpy.{fn.__name__}()")
+    return runtime_callable(checked)
+
+
+def _numpy_guards(np) -> dict:
+    guards = {np.load: _guard_numpy_load}
+    for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
+        if cls is not None:
+            guards[cls] = _guard_numpy_array_class
+    for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
+               np.rec.fromfile, np.char.array, np.char.asarray):
+        guards[fn] = _guard_numpy_buffer_function
+    return guards
+
+
+def register_library_guards() -> None:
+    """Guards for library functions, registered once their library has been imported."""
+    _disable_pandas_evaluator()
+    np = sys.modules.get("numpy")
+    if np is not None and np.load not in CALL_GUARDS:
+        guards = _numpy_guards(np)
+        CALL_GUARDS.update(guards)
+        _KEEP.extend(guards)
+    pio = sys.modules.get("plotly.io")
+    if pio is not None and pio.show not in CALL_GUARDS:
+        CALL_GUARDS[pio.show] = _guard_plotly_show
+        CALL_GUARDS[pio.write_html] = _guard_auto_open
+        CALL_GUARDS[pio.to_html] = _guard_auto_open
+        _KEEP.extend((pio.show, pio.write_html, pio.to_html))
