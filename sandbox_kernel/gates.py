@@ -101,9 +101,11 @@ _DANGEROUS_BUILTINS |= {string.Formatter}
 _NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
 _INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
 
-# Values that need no check on return: plain data and bound methods of plain data.
+# Values that need no check on return: plain data, bound methods (checked by their function), and bound
+# slot wrappers (super().__init__, x.__eq__: the slot's own operation on the object just read, made
+# afresh at each read, so never one of the policy's denied values).
 _PLAIN_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None), list, tuple, dict, set,
-                          frozenset, range, slice, bytearray, MethodType})
+                          frozenset, range, slice, bytearray, MethodType, types.MethodWrapperType})
 
 # Classes of the standard library that carry no state of their own: a sandbox class that derives
 # only from these (and sandbox classes) is wholly the sandbox's, so its private names and __dict__
