@@ -119,7 +119,8 @@ _STRUCTURAL_MODULES = frozenset({"builtins", "enum", "typing", "abc", "_collecti
 _WRITE_NEVER = frozenset({"__class__", "__bases__", "__dict__", "__mro__", "__base__", "__subclasses__",
                           "__builtins__", "__globals__", "__code__", "__closure__", "__defaults__",
                           "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
-                          "__match_args__", "__array_interface__", "__array_struct__", "__del__"}) | FRAME_ATTRIBUTES
+                          "__match_args__", "__array_interface__", "__array_struct__", "__del__",
+                          "__getattr__"}) | FRAME_ATTRIBUTES
 _WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__wrapped__",
                                         "__annotations__"})
 
@@ -229,7 +230,7 @@ class _SandboxTypeMeta(type):
     def __call__(cls, *args, **kwargs):
         if len(args) == 1 and not kwargs:
             result = type(args[0])
-            guard = CALL_GUARDS.get(result)
+            guard = _guards.CALL_GUARDS.get(result)
             if guard is not None:
                 # the class as its module hands it out (guarded), never the raw one
                 gates = CURRENT_GATES.get()
@@ -553,6 +554,11 @@ class Gates:
                 self.write(target, attr)
                 return bound(attr, *value)
             return lambda _obj: runtime_callable(gated)
+        if n == "__init__" and isinstance(obj.__self__, decimal.Context) \
+                and getattr(getattr(obj, n), "__objclass__", None) is decimal.Context:
+            # super(decimal.Context, ctx).__init__(prec=...): decimal's own __init__, past the bound
+            self.deny(AttributeDenied("'__init__' of a decimal context through super()",
+                                      "a context's precision is bounded by the sandbox's decimal.Context"))
         if n == "__getattribute__":
             target = obj.__self__
             bound = getattr(obj, n)
@@ -660,7 +666,7 @@ class Gates:
         """Functions and classes: by identity (denied, guarded) and by the module they come from."""
         if _member(value, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
-        guard = CALL_GUARDS.get(value) if t is not functools.partial else None
+        guard = _guards.CALL_GUARDS.get(value) if t is not functools.partial else None
         if guard is not None:
             return self.guarded(value, guard)
         if issubclass(t, type):
@@ -792,7 +798,7 @@ class Gates:
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
         if n == "prec" and isinstance(obj, decimal.Context):
-            return _BoundedWrite(obj, lambda v: bounded_decimal_prec(self, v))
+            return _guards._BoundedWrite(obj, lambda v: _guards.bounded_decimal_prec(self, v))
         self._cache[("w", t, name)] = True
         return obj
 
@@ -958,7 +964,7 @@ class Gates:
         mod = importlib.import_module(name)
         if self._unresolved:
             self._resolve_object_rules()
-        register_library_guards()
+        _guards.register_library_guards()
         bound_numpy_allocations()   # numpy imported by this cell allocates within its limit from now on
         return mod
 
@@ -1082,6 +1088,7 @@ class Gates:
                 for protocol in _RAW_ARRAY_PROTOCOLS:
                     if protocol not in cls.__dict__:
                         setattr(cls, protocol, _NO_RAW_ARRAY)
+            refuse_raw_protocols_in_hooks(cls)
             if type(cls) is type and _wholly_sandboxed(cls) and all(
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
@@ -1097,6 +1104,31 @@ def _no_raw_array(self):
 # defines takes precedence over the instance dict and answers "absent".
 _RAW_ARRAY_PROTOCOLS = ("__array_interface__", "__array_struct__")
 _NO_RAW_ARRAY = property(_no_raw_array)
+
+
+def refuse_raw_protocols_in_hooks(cls) -> None:
+    """A __getattr__ answers what a failed lookup (our descriptor's "absent" included) leaves over, and
+    a __getattribute__ answers everything: either, the cell's or a library base's, would hand numpy a
+    dict the cell filled. The class gets a wrapper that answers "absent" for the raw protocols first."""
+    for hook in ("__getattr__", "__getattribute__"):
+        found = None
+        for k in cls.__mro__:
+            if hook in k.__dict__:
+                found = k.__dict__[hook]
+                break
+        if found is None or found is object.__getattribute__ or getattr(found, "__st_raw_guard__", False):
+            continue
+        type.__setattr__(cls, hook, _refusing_raw_protocols(found))
+
+
+def _refusing_raw_protocols(hook):
+    @functools.wraps(hook)
+    def guarded(self, name):
+        if name in _RAW_ARRAY_PROTOCOLS:
+            raise AttributeError(name)
+        return hook(self, name)
+    guarded.__st_raw_guard__ = True
+    return runtime_callable(guarded)
 
 
 def _raw_arrays_refused(cls) -> bool:
@@ -1318,4 +1350,4 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, *, use_c=True):
 
 
 # The guards need the helpers above; the gates need the guards' table (a cycle, resolved by order).
-from .guards import CALL_GUARDS, _BoundedWrite, bounded_decimal_prec, register_library_guards  # noqa: E402
+from . import guards as _guards  # noqa: E402  (used at call time: either module may be imported first)

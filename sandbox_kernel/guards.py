@@ -25,8 +25,9 @@ import typing
 import weakref
 
 from .denials import CallDenied, SizeDenied
-from .gates import (CURRENT_GATES, _estimated_length, _no_auto_open, _type_name, is_sandbox_class,
-                    is_sandbox_function, runtime_callable)
+from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _estimated_length, _no_auto_open,
+                    _type_name, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
+                    runtime_callable)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -248,6 +249,7 @@ def _guard_decimal_context(cls, gates):
             __doc__ = cls.__doc__
             __st_real__ = cls
 
+            @runtime_callable
             def __init__(self, prec=None, *args, **kwargs):
                 super().__init__(bounded_decimal_prec(gates, prec), *args, **kwargs)
         Context.__module__ = "decimal"
@@ -546,9 +548,25 @@ def _numpy_guards(np) -> dict:
     return guards
 
 
+# Library classes whose __getattr__ answers from a mapping a cell can fill (scipy's result objects,
+# readsav's AttrDict): numpy would read a raw '__array_interface__' key as memory to view.
+_ATTRIBUTE_DICT_CLASSES = (("scipy._lib._util", "_RichResult"), ("scipy.io._idl", "AttrDict"))
+
+
+def _refuse_raw_protocols_on_attribute_dicts() -> None:
+    for module_name, class_name in _ATTRIBUTE_DICT_CLASSES:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if not isinstance(cls, type) or cls.__dict__.get("__array_interface__") is _NO_RAW_ARRAY:
+            continue
+        for protocol in _RAW_ARRAY_PROTOCOLS:
+            type.__setattr__(cls, protocol, _NO_RAW_ARRAY)
+        refuse_raw_protocols_in_hooks(cls)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
     _disable_pandas_evaluator()
+    _refuse_raw_protocols_on_attribute_dicts()
     np = sys.modules.get("numpy")
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)

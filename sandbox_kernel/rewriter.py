@@ -87,12 +87,25 @@ def _small_int_const(node: ast.expr) -> bool:
 _OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<"}
 
 
-def _never_rebound_parameters(func) -> list[str]:
+def _private_mangled(name: str, class_name: str | None) -> str:
+    """The variable Python means by name inside class class_name: '__m' is '_K__m' there, and a
+    body may name it either way."""
+    if class_name and name.startswith("__") and not name.endswith("__"):
+        stripped = class_name.lstrip("_")
+        if stripped:
+            return f"_{stripped}{name}"
+    return name
+
+
+def _never_rebound_parameters(func, class_name: str | None = None) -> list[str]:
     """The function's named parameters that nothing in it (nested scopes included) binds again:
     assignment of any kind, del, for/with/except/import/match targets, def/class names, global and
-    nonlocal. Conservative: a nested scope's own binding of the name counts too."""
+    nonlocal. Conservative: a nested scope's own binding of the name counts too. Names are compared
+    as Python resolves them, after private-name mangling (class_name: the innermost enclosing class);
+    a parameter with a private name is left out altogether."""
     a = func.args
-    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
+              if not (p.arg.startswith("__") and not p.arg.endswith("__"))]
     if not params:
         return []
     bound = set()
@@ -113,7 +126,8 @@ def _never_rebound_parameters(func) -> list[str]:
             bound.add(n.rest)
         elif isinstance(n, ast.arg):
             bound.add(n.arg)   # a nested function's parameter of the same name
-    return [p for p in params if p not in bound]
+    bound |= {_private_mangled(b, class_name) for b in bound}
+    return [p for p in params if p not in bound and _private_mangled(p, class_name) not in bound]
 
 
 class Rewriter(ast.NodeTransformer):
@@ -201,7 +215,8 @@ class Rewriter(ast.NodeTransformer):
         self._function_depth += 1
         in_class_body, self._in_class_body = self._in_class_body, False
         outer, self._entry_checked = self._entry_checked, {
-            name: [f"{GATE_PREFIX}own_{name}__", 0] for name in _never_rebound_parameters(node)}
+            name: [f"{GATE_PREFIX}own_{name}__", 0]
+            for name in _never_rebound_parameters(node, self._class_names[-1] if self._class_names else None)}
         try:
             body = self._visit_body(node.body)
             checked = self._entry_checked

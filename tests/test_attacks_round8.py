@@ -44,11 +44,6 @@ escaped = K().go(O(), collections, {target!r})
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-1: _never_rebound_parameters compares the parameter's source name '__m' with bound names "
-    "as written; in a class body Python mangles the parameter to '_K__m', so '_K__m = obj' rebinds it "
-    "unseen and every '__m.x' after it is read raw (flag computed at entry for an own instance): "
-    "collections._sys -> sys.modules -> confine._FS.set(None) -> os, under the strict policy"))
 def test_mangled_parameter_cannot_be_rebound_past_the_entry_flag(strict, outside):
     target = outside / "pwned.txt"
     r = strict.run(MANGLED_ESCAPE.format(target=str(target)))
@@ -57,9 +52,6 @@ def test_mangled_parameter_cannot_be_rebound_past_the_entry_flag(strict, outside
     assert not r.ok and r.denials, r
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-1: the rebinding is by the mangled name ('_K__m = df', or 'nonlocal _K__m' in a nested "
-    "function), which the rewriter's scan does not connect with the parameter '__m'"))
 @pytest.mark.parametrize("rebind", [
     "        _K__m = other\n",
     "        def swap():\n            nonlocal _K__m\n            _K__m = other\n        swap()\n",
@@ -107,11 +99,6 @@ ok_made = b[:9] == b"rewritten"
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-2: the '_NO_RAW_ARRAY' property answers numpy's lookup of __array_interface__ with "
-    "AttributeError, and Python then calls the class's __getattr__ (or a __getattribute__ decides "
-    "before the property is seen): the cell returns a dict with any address, np.asarray makes a "
-    "writable view of it (here: an immutable bytes object rewritten)"))
 @pytest.mark.parametrize("cls", [
     "class X:\n    def __getattr__(self, name):\n        return interface(name)",
     "class X:\n    def __getattribute__(self, name):\n        return interface(name)",
@@ -141,10 +128,6 @@ def test_raw_ndarray_through_typing_get_origin(tmp_path):
 
 # --- 4. decimal precision: super() past the stand-in's __init__ ---------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-4: the stand-in Context bounds prec in its own __init__; super(decimal.Context, ctx)"
-    ".__init__(prec=...) resolves to the real C __init__ (a safe dunder, read from super, where "
-    "_decide only refuses __init__ on instances) and re-initialises the context unbounded"))
 @pytest.mark.parametrize("src", [
     "import decimal\nctx = decimal.Context()\ntry:\n    super(decimal.Context, ctx).__init__(prec=10**8)\n"
     "except Exception:\n    pass\nok_made = ctx.prec > 5000",
@@ -371,3 +354,35 @@ def test_memoryview_class_is_not_reachable_through_containers(sandbox):
             "mv = [t for t in np.ScalarType if t.__name__ == 'memoryview'][0]\n"
             "m = mv(bytearray(b'abcd'))\n")
     assert "m" not in sandbox.ns and not r.ok, r
+
+
+LIBRARY_ATTRIBUTE_DICT = """\
+import numpy as np, math, scipy.optimize
+class K(scipy.optimize.OptimizeResult):
+    pass
+iface = {{'data': (id(math.tau) + 16, False), 'shape': (1,), 'typestr': '<f8', 'version': 3}}
+o = {make}
+try:
+    v = np.asarray(o)
+    v[0] = 3.0
+except Exception:
+    pass
+ok_made = math.tau == 3.0
+"""
+
+
+@pytest.mark.parametrize("make", ["scipy.optimize.OptimizeResult({'__array_interface__': iface})",
+                                  "K({'__array_interface__': iface})",
+                                  "K(__array_interface__=iface)"])
+def test_library_attribute_dicts_do_not_answer_numpys_raw_protocols(make):
+    """scipy's result objects answer attribute reads from their own dict items, and a cell fills them."""
+    result = run_cell_in_child(LIBRARY_ATTRIBUTE_DICT.format(make=make), ns=("ok_made",), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and not result.get("ok_made"), f"math.tau was overwritten ({result})"
+
+
+def test_attribute_hooks_still_answer_everything_else(run):
+    r = run("import scipy.optimize\nclass Rec:\n    def __init__(self):\n        self.d = {'a': 1}\n"
+            "    def __getattr__(self, name):\n        return self.d.get(name, 0)\n"
+            "res = scipy.optimize.OptimizeResult(x=2)\nprint(Rec().a, Rec().zz, res.x)\n")
+    assert r.ok and r.stdout == "1 0 2\n", r
