@@ -1,6 +1,6 @@
 """Only here for the optional C extensions (pyproject.toml holds everything else).
 
-sandbox_kernel._fastgates speeds up the three hottest gates; sandbox_kernel._allocbound is a numpy
+sandbox_kernel._fastgates speeds up the three hottest gates; sandbox_kernel._numpyguard is a numpy
 allocator that refuses arrays a cell's memory limit cannot hold. When they cannot be compiled (no
 compiler, no Python headers) the install still succeeds: the gates run their Python fast paths, and
 numpy allocations are bounded only by the memory sampler (and, at the worker levels, RLIMIT_AS).
@@ -9,5 +9,5 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("sandbox_kernel._fastgates", ["sandbox_kernel/_fastgates.c"], optional=True),
-    Extension("sandbox_kernel._allocbound", ["sandbox_kernel/_allocbound.c"], optional=True),
+    Extension("sandbox_kernel._numpyguard", ["sandbox_kernel/_numpyguard.c"], optional=True),
 ])

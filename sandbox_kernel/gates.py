@@ -651,6 +651,13 @@ class Gates:
             self.deny(AttributeDenied(f"'{name}'", "raw memory views are not available"))
         if t is FunctionType or t is BuiltinFunctionType or t is functools.partial or issubclass(t, type):
             return self._check_callable(value, t, name)
+        if t.__module__ == "typing":   # typing.Deque: callable like deque
+            try:
+                guard = _guards.CALL_GUARDS.get(value)
+            except TypeError:   # Annotated[int, {...}] does not hash
+                guard = None
+            if guard is not None:
+                return self.guarded(value, guard)
         ok = self._instance_types.get(t)
         if ok is None:
             ok = not (type(t.__module__) is str and t.__module__.startswith("sandbox_kernel")) \

@@ -24,6 +24,12 @@ import sys
 import typing
 import weakref
 
+try:
+    from . import _numpyguard   # optional C extension (setup.py)
+except ImportError:
+    _numpyguard = None
+
+from .confine import cell_is_running
 from .denials import CallDenied, SizeDenied
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _estimated_length, _no_auto_open,
                     _type_name, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
@@ -271,6 +277,24 @@ def _guard_decimal_activation(fn, gates):
     return runtime_callable(activate)
 
 
+def _guard_typing_introspection(fn, gates):
+    """typing.get_origin / get_args hand back the classes inside an alias (get_origin(typing.Deque[int])
+    is deque): a guarded class comes back as its stand-in, as from any other read."""
+    def reguarded(value):
+        try:
+            guard = CALL_GUARDS.get(value)
+        except TypeError:   # unhashable (a list of Callable parameters)
+            return value
+        return gates.guarded(value, guard) if guard is not None else value
+
+    def introspect(tp):
+        result = fn(tp)
+        return tuple(reguarded(r) for r in result) if type(result) is tuple else reguarded(result)
+    introspect.__name__ = fn.__name__
+    introspect.__doc__ = fn.__doc__
+    return runtime_callable(introspect)
+
+
 def _guard_target_is_sandboxed(position_name: str):
     """Decorators and helpers that write attributes onto their argument (dataclass, update_wrapper,
     total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made."""
@@ -442,7 +466,10 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 operator.mod: _guard_mod, operator.imod: _guard_mod,
                 decimal.Context: _guard_decimal_context, decimal.setcontext: _guard_decimal_activation,
                 decimal.localcontext: _guard_decimal_activation,
-                itertools.tee: lambda fn, gates: _NESTING_TEE}
+                itertools.tee: lambda fn, gates: _NESTING_TEE,
+                typing.get_origin: _guard_typing_introspection, typing.get_args: _guard_typing_introspection,
+                # typing's alias of deque, callable like it
+                typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
 for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
@@ -513,9 +540,12 @@ def _forged_array(np, arr) -> bool:
 
 def _checked_array(gates, np, arr, what):
     if isinstance(arr, np.ndarray) and _forged_array(np, arr):
-        gates.deny(CallDenied(f"{what} laid over raw memory",
-                              "object arrays are made from Python objects, never from bytes, and their "
-                              "storage is never seen as bytes"))
+        exc = CallDenied(f"{what} laid over raw memory",
+                         "object arrays are made from Python objects, never from bytes, and their "
+                         "storage is never seen as bytes")
+        if gates is not None:
+            gates.deny(exc)
+        raise exc
     return arr
 
 
@@ -537,11 +567,31 @@ def _guard_numpy_buffer_function(fn, gates):
     return runtime_callable(checked)
 
 
+def _guard_numpy_constructor(np) -> bool:
+    """The check in ndarray's own constructor (_numpyguard.c), so that the raw class, wherever a cell
+    finds it (typing.get_origin(np.typing.NDArray), a generic alias, a library's annotations), checks
+    what it makes too. False where the extension is missing: the stand-in classes are all there is."""
+    if _numpyguard is None:
+        return False
+
+    def check_new_array(arr):
+        if cell_is_running():
+            _checked_array(CURRENT_GATES.get(), np, arr, "ndarray()")
+    _numpyguard.guard_array_new(np.ndarray, runtime_callable(check_new_array))
+    pending = list(np.ndarray.__subclasses__())
+    while pending:
+        sub = pending.pop()
+        _numpyguard.guard_subclass_new(sub)
+        pending.extend(sub.__subclasses__())
+    return True
+
+
 def _numpy_guards(np) -> dict:
     guards = {np.load: _guard_numpy_load}
-    for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
-        if cls is not None:
-            guards[cls] = _guard_numpy_array_class
+    if not _guard_numpy_constructor(np):
+        for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
+            if cls is not None:
+                guards[cls] = _guard_numpy_array_class
     for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
                np.rec.fromfile, np.char.array, np.char.asarray):
         guards[fn] = _guard_numpy_buffer_function

@@ -15,7 +15,7 @@ itself, so we never set it in-process. Instead the alarm handler reads the resid
 ALARM_INTERVAL and trips when it has grown by more than the limit since the cell started; sizes of
 obviously huge results are refused before they are built (gates.py), and numpy, which fills arrays in C
 where no sample can interrupt it, allocates through a bounded allocator in the engine's context
-(_allocbound.c). Worker levels add real rlimits.
+(_numpyguard.c). Worker levels add real rlimits.
 """
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ import time
 from .denials import Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded
 
 try:
-    from . import _allocbound   # optional C extension (setup.py)
+    from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
-    _allocbound = None
+    _numpyguard = None
 
 CHUNK = 10_000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,11 +75,11 @@ def bound_numpy_allocations() -> bool:
     if _NUMPY_BOUNDED.get():
         return True
     numpy = sys.modules.get("numpy")
-    if _allocbound is None or numpy is None:
+    if _numpyguard is None or numpy is None:
         return False
     umath = sys.modules.get("numpy._core._multiarray_umath") or sys.modules.get("numpy.core._multiarray_umath")
     api = getattr(umath, "_ARRAY_API", None)
-    if api is None or not _allocbound.install(api):
+    if api is None or not _numpyguard.install(api):
         return False
     _NUMPY_BOUNDED.set(True)
     return True
@@ -116,9 +116,9 @@ class Budget:
         self._current = None
         self.running = True
         self.numpy_refused = 0
-        if _allocbound is not None:
+        if _numpyguard is not None:
             bound_numpy_allocations()
-            _allocbound.set_limit(self.memory_limit or 0, self.rss_start)
+            _numpyguard.set_limit(self.memory_limit or 0, self.rss_start)
         self._install_chain()
         self._arm_alarm()
 
@@ -126,9 +126,9 @@ class Budget:
         """Disarm and return the limit that tripped during the cell, if any."""
         self._ticks_final = self.ticks_used()
         self.running = False        # first: an alarm that fires from here on does nothing
-        if _allocbound is not None:
-            self.numpy_refused = _allocbound.refused()
-            _allocbound.set_limit(0, 0)
+        if _numpyguard is not None:
+            self.numpy_refused = _numpyguard.refused()
+            _numpyguard.set_limit(0, 0)
         if self.tripped is None and self.memory_limit is not None \
                 and resident_bytes() - self.rss_start > self.memory_limit:
             # a cell short enough to finish between two samples still ends over its limit

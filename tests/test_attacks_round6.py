@@ -66,8 +66,8 @@ NUMPY_HOST_ALLOCATOR = """
     "import numpy as np\nx = np.ones(10**6)\nwhile True:\n    x = np.concatenate([x, x])",
 ])
 def test_numpy_allocation_is_size_checked(src):
-    if gates_allocbound() is None:
-        pytest.skip("sandbox_kernel._allocbound is not compiled: the memory sampler alone bounds numpy")
+    if gates_numpyguard() is None:
+        pytest.skip("sandbox_kernel._numpyguard is not compiled: the memory sampler alone bounds numpy")
     t0 = time.monotonic()
     try:
         result = run_cell_in_child(src, limits=TIGHT, rlimits={"RLIMIT_AS": 4 << 30}, timeout=4,
@@ -79,9 +79,9 @@ def test_numpy_allocation_is_size_checked(src):
     assert result["host_allocator"] == "default_allocator" and result["host_big_array"], result
 
 
-def gates_allocbound():
+def gates_numpyguard():
     from sandbox_kernel import limits
-    return limits._allocbound
+    return limits._numpyguard
 
 
 def test_numpy_allocations_within_the_limit_still_work(run):

@@ -1,4 +1,7 @@
-/* A numpy data allocator (NEP 49) that refuses an array the memory limit cannot hold.
+/* numpy's two C-level guards: a data allocator (NEP 49) that refuses an array the memory limit cannot
+ * hold, and a check on every array numpy's ndarray constructor makes.
+ *
+ * 1. The allocator.
  *
  * Why: numpy fills a new array in C (np.ones(3e9, np.uint8) writes 3 GB) without returning to the
  * interpreter, so the memory sampler sees it only when it is done, and at isolation level `none` there
@@ -13,6 +16,15 @@
  * (PyDataMem_SetHandler 304, PyDataMem_GetHandler 305, numpy >= 1.22) are checked before use: the
  * feature version, and that GetHandler answers with a "mem_handler" capsule. Anything unexpected
  * and install() answers False, leaving numpy as it was.
+ *
+ * 2. The constructor check. np.ndarray(shape, dtype, buffer=...) lays an array over any buffer: with
+ * object fields over bytes a cell wrote, every address becomes an object. The sandbox hands cells a
+ * checking stand-in for np.ndarray, but the real class leaks through library results (typing.get_origin
+ * of np.typing.NDArray, generic aliases, annotations). So the check sits in the class itself:
+ * guard_array_new() replaces ndarray's tp_new (and that of every subclass which copied it) with one
+ * that calls the original and then a Python check on the new array, which refuses arrays laid over
+ * raw memory while a cell runs. Every route to the constructor (the class, ndarray.__new__, aliases,
+ * subclasses made later, which inherit the slot) passes through it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -196,7 +208,82 @@ refused(PyObject *module, PyObject *unused)
     return PyLong_FromLongLong(refused_bytes);
 }
 
+/* -- the constructor check ----------------------------------------------------------------------- */
+
+static newfunc original_array_new = NULL;
+static PyObject *array_check = NULL;      /* called with each new array; raises to refuse it */
+
+static PyObject *
+checked_array_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *array, *verdict;
+    array = original_array_new(type, args, kwds);
+    if (array == NULL || array_check == NULL)
+        return array;
+    verdict = PyObject_CallOneArg(array_check, array);
+    if (verdict == NULL) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    Py_DECREF(verdict);
+    return array;
+}
+
+/* guard_array_new(ndarray, check): from now on ndarray's constructor calls check(new_array). */
+static PyObject *
+guard_array_new(PyObject *module, PyObject *args)
+{
+    PyObject *cls, *check;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "O!O:guard_array_new", &PyType_Type, &cls, &check))
+        return NULL;
+    if (!PyCallable_Check(check)) {
+        PyErr_SetString(PyExc_TypeError, "guard_array_new: check must be callable");
+        return NULL;
+    }
+    type = (PyTypeObject *)cls;
+    if (original_array_new == NULL) {
+        if (type->tp_new == NULL || type->tp_new == checked_array_new) {
+            PyErr_SetString(PyExc_TypeError, "guard_array_new: this class has no constructor of its own");
+            return NULL;
+        }
+        original_array_new = type->tp_new;
+    }
+    else if (type->tp_new != original_array_new && type->tp_new != checked_array_new) {
+        PyErr_SetString(PyExc_TypeError, "guard_array_new: a different class is already guarded");
+        return NULL;
+    }
+    Py_INCREF(check);
+    Py_XSETREF(array_check, check);
+    type->tp_new = checked_array_new;
+    PyType_Modified(type);
+    Py_RETURN_NONE;
+}
+
+/* guard_subclass_new(cls): a subclass made before the guard copied the original slot; point it at the
+   checked one (answers whether it had to). */
+static PyObject *
+guard_subclass_new(PyObject *module, PyObject *cls)
+{
+    PyTypeObject *type;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "guard_subclass_new: a class is needed");
+        return NULL;
+    }
+    type = (PyTypeObject *)cls;
+    if (original_array_new != NULL && type->tp_new == original_array_new) {
+        type->tp_new = checked_array_new;
+        PyType_Modified(type);
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
+    {"guard_array_new", guard_array_new, METH_VARARGS,
+     "guard_array_new(ndarray, check): ndarray's constructor calls check(new_array) from now on"},
+    {"guard_subclass_new", guard_subclass_new, METH_O,
+     "guard_subclass_new(cls): a subclass that copied the original constructor slot gets the checked one"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},
     {"refused", refused, METH_NOARGS, "refused() -> bytes of the last refused allocation since set_limit"},
@@ -205,14 +292,14 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef allocbound_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "sandbox_kernel._allocbound",
-    .m_doc = "A numpy data allocator that refuses arrays the cell's memory limit cannot hold.",
+    .m_name = "sandbox_kernel._numpyguard",
+    .m_doc = "numpy's C-level guards: a bounded data allocator, a checked array constructor.",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__allocbound(void)
+PyInit__numpyguard(void)
 {
     return PyModule_Create(&allocbound_module);
 }
