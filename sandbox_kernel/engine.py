@@ -291,7 +291,7 @@ class Engine:
         return lines
 
     def _done(self, started, policy: Policy, error, streams: "OutputStreams") -> dict:
-        return {
+        return render.without_host_paths({
             "type": "done",
             "status": "error" if error else "ok",
             "ticks": self.budget.ticks_used(),
@@ -303,7 +303,7 @@ class Engine:
             "charts": list(self._charts),
             "error": error,
             "execution_count": self.execution_count,
-        }
+        })
 
     # -- user_expressions ----------------------------------------------------------------------
 

@@ -52,6 +52,18 @@ def hide_host_paths(text: str) -> str:
     return text
 
 
+def without_host_paths(data):
+    """hide_host_paths on every string inside plain JSON data (events, denial records, charts)."""
+    t = type(data)
+    if t is str:
+        return hide_host_paths(data)
+    if t is dict:
+        return {without_host_paths(k) if type(k) is str else k: without_host_paths(v) for k, v in data.items()}
+    if t is list or t is tuple:
+        return [without_host_paths(v) for v in data]
+    return data
+
+
 def is_plotly_figure(obj) -> bool:
     for k in type(obj).__mro__:
         if k.__name__ == "BaseFigure" and k.__module__ == "plotly.basedatatypes":

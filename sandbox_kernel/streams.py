@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from .render import hide_host_paths
+from .render import hide_host_paths, without_host_paths
 
 FLUSH_INTERVAL = 0.05
 FLUSH_BYTES = 8192
@@ -50,7 +50,7 @@ class _Stream:
 
 class OutputStreams:
     def __init__(self, emit, cap: int):
-        self._emit = lambda event: emit(_without_host_paths(event))
+        self._emit = lambda event: emit(without_host_paths(event))
         self._head_budget = cap // 2
         self._tail_budget = cap - self._head_budget
         self._pending: list[tuple[str, str]] = []
@@ -168,15 +168,3 @@ class OutputStreams:
 
     def captured_stdout(self) -> str:
         return hide_host_paths("".join(self._captured))
-
-
-def _without_host_paths(event: dict) -> dict:
-    """Text of an output event, and the text entries of a MIME bundle, without host install paths."""
-    if type(event.get("text")) is str:
-        event["text"] = hide_host_paths(event["text"])
-    data = event.get("data")
-    if type(data) is dict:
-        for mime, value in data.items():
-            if type(value) is str:
-                data[mime] = hide_host_paths(value)
-    return event

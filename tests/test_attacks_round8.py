@@ -313,10 +313,6 @@ def _host_prefixes():
     return {p for p in (sys.prefix, sys.base_prefix) if p and len(p) > 1}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-9: only event['text'] and the top-level str values of event['data'] are scrubbed: "
-    "denial records (the target names the attribute asked for), nested MIME data (_repr_json_) and "
-    "chart data (result['chart'], done['charts']) carry repr(module) unchanged"))
 @pytest.mark.parametrize("src", [
     "import numpy as np\ngetattr(np, '_' + repr(np))",
     "import numpy as np\nclass J:\n    def _repr_json_(self):\n        return {'p': repr(np)}\nJ()",
