@@ -86,13 +86,29 @@ resident_bytes(void)
 #endif
 }
 
+/* Bytes handed out by this allocator and not yet freed: np.zeros' pages are not resident until written
+   (calloc), so the resident size alone would let a cell hold far more than its limit and then fill it
+   in one C call. A realloc is not counted (its old size is unknown); free subtracts what numpy says,
+   never below zero. */
+static long long live_bytes = 0;
+
+static void
+count(long long delta)
+{
+    long long now = __atomic_add_fetch(&live_bytes, delta, __ATOMIC_RELAXED);
+    if (now < 0)
+        __atomic_store_n(&live_bytes, 0, __ATOMIC_RELAXED);
+}
+
 static int
 refuse(size_t size)
 {
-    long long limit = limit_bytes, left;
+    long long limit = limit_bytes, used, live, left;
     if (limit <= 0 || size < SMALL_ALLOCATION)
         return 0;
-    left = limit - (resident_bytes() - baseline_bytes);
+    used = resident_bytes() - baseline_bytes;
+    live = __atomic_load_n(&live_bytes, __ATOMIC_RELAXED);
+    left = limit - (live > used ? live : used);
     if ((unsigned long long)size > (unsigned long long)(left > 0 ? left : 0)) {
         refused_bytes = (long long)(size > (size_t)LLONG_MAX ? LLONG_MAX : size);
         return 1;
@@ -106,15 +122,27 @@ static DataAllocator inner;
 static void *
 bounded_malloc(void *ctx, size_t size)
 {
-    return refuse(size) ? NULL : inner.malloc(inner.ctx, size);
+    void *p;
+    if (refuse(size))
+        return NULL;
+    p = inner.malloc(inner.ctx, size);
+    if (p != NULL)
+        count((long long)size);
+    return p;
 }
 
 static void *
 bounded_calloc(void *ctx, size_t nelem, size_t elsize)
 {
+    void *p;
     if (elsize && nelem > SIZE_MAX / elsize)
         return NULL;
-    return refuse(nelem * elsize) ? NULL : inner.calloc(inner.ctx, nelem, elsize);
+    if (refuse(nelem * elsize))
+        return NULL;
+    p = inner.calloc(inner.ctx, nelem, elsize);
+    if (p != NULL)
+        count((long long)(nelem * elsize));
+    return p;
 }
 
 static void *
@@ -127,6 +155,8 @@ static void
 bounded_free(void *ctx, void *ptr, size_t size)
 {
     inner.free(inner.ctx, ptr, size);
+    if (ptr != NULL)
+        count(-(long long)size);
 }
 
 static DataHandler handler = {

@@ -272,11 +272,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-8: the allocator refuses a request larger than (limit - growth of RSS); np.zeros is a "
-    "calloc whose pages are not resident until written, so any number of arrays just under the limit "
-    "pass, and one C call (map(np.ndarray.fill, ...)) then writes them all: 12 x 40 MB under 64 MB here, "
-    "100 x 1.9 GB under data-science's 2 GB at level none"))
 def test_lazily_zeroed_arrays_count_against_the_limit():
     src = ("import numpy as np\na = [np.zeros(40 * 2**20, dtype=np.uint8) for _ in range(12)]\n"
            "x = list(map(np.ndarray.fill, a, [1] * 12))")
