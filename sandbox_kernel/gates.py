@@ -17,6 +17,7 @@ Three ideas carry the design:
 from __future__ import annotations
 
 import abc
+import array
 import builtins as _host_builtins
 import collections
 import contextvars
@@ -587,6 +588,9 @@ class Gates:
         target = obj.__self__
         if self._pair_denied(target, n):
             self.deny(AttributeDenied(f"'{n}' of super()", "this method is disabled by the policy"))
+        if n == "__format__":   # the parent's __format__ (not the target's: that is the caller), spec checked
+            check = self.check_format_spec
+            return lambda sup: runtime_callable(lambda spec, bound=getattr(sup, n): bound(check(spec)))
         # super(S, s).format must be the gated format, as s.format is
         subst = self._substitute(target, type(target), _is_class(target), n)
         if subst is not None:
@@ -615,6 +619,16 @@ class Gates:
         if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and not is_class and isinstance(obj, (str, bytes, bytearray)):
             padded = self.padded
             return lambda o: runtime_callable(functools.partial(padded, getattr(o, n)))
+        if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and is_class and issubclass(obj, (str, bytes, bytearray)):
+            padded, unbound = self.padded, getattr(obj, n)    # str.ljust('a', n): the same width check
+            return lambda _o: runtime_callable(lambda s, *rest: padded(functools.partial(unbound, s), *rest))
+        if n == "__format__":
+            # x.__format__(spec) is format(x, spec): the same width check on the spec
+            check = self.check_format_spec
+            if is_class:
+                unbound = getattr(obj, n)
+                return lambda _o: runtime_callable(lambda value, spec: unbound(value, check(spec)))
+            return lambda o: runtime_callable(lambda spec, bound=getattr(o, n): bound(check(spec)))
         if n == "register" and is_class and isinstance(obj, abc.ABCMeta) and not is_sandbox_class(obj):
             # numbers.Number.register(str) would change isinstance() for the whole process
             def refuse(*args, **kwargs):
@@ -834,7 +848,7 @@ class Gates:
         if sym == "%" and isinstance(current, (str, bytes, bytearray)):
             return self.percent(current, value)
         if sym in _SIZED_OPS:
-            self.check_size(current, sym, value)
+            current, value = self.check_size(current, sym, value)
         return _INPLACE[sym](current, value)
 
     # -- sizes -----------------------------------------------------------------------------------
@@ -845,7 +859,7 @@ class Gates:
         tb = type(b)
         if ta is float or tb is float:
             return _BINARY[op](a, b)
-        self.check_size(a, op, b)
+        a, b = self.check_size(a, op, b)
         return _BINARY[op](a, b)
 
     def make_mul(self):
@@ -860,7 +874,7 @@ class Gates:
                 return a * b
             if ta is int and tb is int and a.bit_length() + b.bit_length() <= limit:
                 return a * b
-            check_size(a, "*", b)
+            a, b = check_size(a, "*", b)
             return a * b
         return mul
 
@@ -869,37 +883,61 @@ class Gates:
         return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES)
 
     def check_size(self, a, op, b):
-        ta, tb = type(a), type(b)
+        """Refuses ``a op b`` when its result would be huge, and returns the operands to compute it with:
+        a count given as an int subclass or an ``__index__`` object comes back as the exact int it was
+        checked as (asked once: a second answer could differ)."""
         if op == "*":
-            if ta is int and tb is int:
-                if a.bit_length() + b.bit_length() > MAX_INT_BITS:
-                    self._too_large(f"the integer product ({a.bit_length() + b.bit_length():,} bits)", _INT_RULE)
-                return
-            seq, count = (a, b) if tb is int or tb is bool else (b, a) if ta is int or ta is bool else (None, 0)
-            if seq is not None and type(seq) in _SEQ_ITEM_BYTES and count > 0:
-                size = len(seq) * count * _SEQ_ITEM_BYTES[type(seq)]
-                if size > self.max_bytes:
-                    self._too_large(f"repeating a {type(seq).__name__} {count:,} times (~{size:,} bytes)")
-        elif op == "**":
-            if ta is int and tb is int and b > 0 and abs(a) > 1:
-                bits = (a.bit_length() - 1) * b
+            if isinstance(a, int) and isinstance(b, int):
+                bits = int.bit_length(a) + int.bit_length(b)
                 if bits > MAX_INT_BITS:
-                    self._too_large(f"a {a.bit_length()}-bit integer to the power {b:,} (~{bits:,} bits)", _INT_RULE)
+                    self._too_large(f"the integer product ({bits:,} bits)", _INT_RULE)
+                return a, b
+            if isinstance(a, _REPEATING_SEQUENCES):
+                count = _as_count(b)
+                if count is not None:
+                    self._check_repeat(a, count)
+                    return a, count
+            elif isinstance(b, _REPEATING_SEQUENCES) and getattr(type(a), "__mul__", None) in (None, int.__mul__):
+                # 'n * seq' repeats seq only when n's own '*' declines (an int, an __index__ object);
+                # np.int64(3) * [1] is numpy's broadcasting instead, and stays so
+                count = _as_count(a)
+                if count is not None:
+                    self._check_repeat(b, count)
+                    return count, b
+        elif op == "**":
+            if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
+                bits = (int.bit_length(a) - 1) * int(b)
+                if bits > MAX_INT_BITS:
+                    self._too_large(f"a {int.bit_length(a)}-bit integer to the power {int(b):,} (~{bits:,} bits)",
+                                    _INT_RULE)
         elif op == "<<":
-            if ta is int and tb is int and a and a.bit_length() + b > MAX_INT_BITS:
-                self._too_large(f"shifting an integer left by {b:,} bits", _INT_RULE)
+            if isinstance(a, int) and isinstance(b, int) and a and int.bit_length(a) + int(b) > MAX_INT_BITS:
+                self._too_large(f"shifting an integer left by {int(b):,} bits", _INT_RULE)
+        return a, b
+
+    def _check_repeat(self, seq, count):
+        if count > 0:
+            item = 1 if isinstance(seq, (str, bytes, bytearray)) else 8
+            size = len(seq) * count * item
+            if size > self.max_bytes:
+                self._too_large(f"repeating a {type(seq).__name__} {count:,} times (~{size:,} bytes)")
 
     def _too_large(self, what, rule=None):
         self.deny(SizeDenied(what, rule or f"one step may build at most {self.max_bytes:,} bytes "
                                            f"(the policy's memory limit)"))
 
-    def format(self, value, conversion="", spec=""):
-        """``f"{x!r:>10}"`` and ``format(x, spec)``: widths and precisions are bounded before formatting."""
+    def check_format_spec(self, spec):
+        """A format spec's widths and precisions, bounded; returns the spec as an exact str."""
         if type(spec) is not str:
             spec = str(spec)
         for number in _SPEC_NUMBER.findall(spec):
             if len(number) > 9 or int(number) > self.max_bytes // 4:
                 self._too_large(f"the format spec {spec[:40]!r}")
+        return spec
+
+    def format(self, value, conversion="", spec=""):
+        """``f"{x!r:>10}"`` and ``format(x, spec)``: widths and precisions are bounded before formatting."""
+        spec = self.check_format_spec(spec)
         if conversion == "r":
             value = repr(value)
         elif conversion == "s":
@@ -921,7 +959,7 @@ class Gates:
         if isinstance(fmt, (str, bytes, bytearray)):
             text = str.__str__(fmt) if isinstance(fmt, str) else bytes(fmt).decode("latin-1")
             limit = self.max_bytes // 4
-            for width, precision in _PERCENT_FIELD.findall(text):
+            for width, precision in _percent_fields(text):
                 for number in (width, precision):
                     if number.isdigit() and (len(number) > 9 or int(number) > limit):
                         self._too_large(f"the %-format field width {number}")
@@ -1180,7 +1218,23 @@ def _estimated_length(it, depth: int = 0) -> int:
     return 0
 
 
-_PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_PERCENT_FLAGS = re.compile(r"[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _percent_fields(text: str):
+    """(width, precision) of each %-conversion, read as CPython reads them: a mapping key is skipped
+    by balancing its parentheses ('%(a(b))10s' has the key 'a(b)' and width 10)."""
+    i = text.find("%")
+    while i >= 0:
+        j = i + 1
+        if text.startswith("(", j):
+            depth, j = 1, j + 1
+            while j < len(text) and depth:
+                depth += {"(": 1, ")": -1}.get(text[j], 0)
+                j += 1
+        match = _PERCENT_FLAGS.match(text, j)
+        yield match.group(1) or "", match.group(2) or ""
+        i = text.find("%", max(match.end(), i + 2) if text.startswith("%", j) else match.end())
 
 
 class _MatchValueBox:
@@ -1322,7 +1376,18 @@ _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": ope
             "/": operator.itruediv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,
             ">>": operator.irshift, "|": operator.ior, "^": operator.ixor, "&": operator.iand,
             "//": operator.ifloordiv}
-_SEQ_ITEM_BYTES = {str: 1, bytes: 1, bytearray: 1, list: 8, tuple: 8}
+# Sequences whose '*' repeats them in C (subclasses too: np.str_ is a str), and how a count is read.
+_REPEATING_SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, array.array)
+
+
+def _as_count(x):
+    """The repeat count x stands for, as an exact int, or None (x is not a count: a float, an array)."""
+    if type(x) is int:
+        return x
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
 _SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearray, sorted, sum, min, max,
                                    any, all)}
 
