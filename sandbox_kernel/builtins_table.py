@@ -64,11 +64,26 @@ def _unavailable(name: str, why: str, gates):
     return runtime_callable(refuse)
 
 
+# Builtin functions that consume an iterable in C. The rewriter charges 'sum(x)' where it sees the
+# call; handed around as values (map(sum, ...), sorted(key=sum)) they charge themselves.
+_CONSUMING_FUNCTIONS = ("sum", "min", "max", "any", "all", "sorted")
+
+
+def _charging(fn, gates):
+    def consume(*args, **kwargs):
+        return gates.sized(fn, *args, **kwargs)
+    consume.__name__ = consume.__qualname__ = fn.__name__
+    consume.__doc__ = fn.__doc__
+    return runtime_callable(consume)
+
+
 def make_builtins(engine) -> dict:
     gates = engine.gates
     table: dict = {name: getattr(_b, name) for name in _SAFE + _EXCEPTIONS if hasattr(_b, name)}
     table.update({"True": True, "False": False, "None": None})
     table.update({cls.__name__: stand_in for cls, stand_in in NESTING_STAND_INS.items() if cls.__module__ == "builtins"})
+    for name in _CONSUMING_FUNCTIONS:
+        table[name] = _charging(getattr(_b, name), gates)
     for name, why in _UNAVAILABLE.items():
         table[name] = _unavailable(name, why, gates)
 

@@ -588,6 +588,9 @@ class Gates:
         target = obj.__self__
         if self._pair_denied(target, n):
             self.deny(AttributeDenied(f"'{n}' of super()", "this method is disabled by the policy"))
+        if n == "__init__" and getattr(getattr(obj, n), "__objclass__", None) is collections.deque:
+            charge, init = self.charge_consumed, collections.deque.__init__   # as for d.__init__ (_substitute)
+            return lambda sup: runtime_callable(lambda *a, **k: (charge(a[:1]), init(target, *a, **k))[1])
         if n == "__format__":   # the parent's __format__ (not the target's: that is the caller), spec checked
             check = self.check_format_spec
             return lambda sup: runtime_callable(lambda spec, bound=getattr(sup, n): bound(check(spec)))
@@ -622,6 +625,12 @@ class Gates:
         if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and is_class and issubclass(obj, (str, bytes, bytearray)):
             padded, unbound = self.padded, getattr(obj, n)    # str.ljust('a', n): the same width check
             return lambda _o: runtime_callable(lambda s, *rest: padded(functools.partial(unbound, s), *rest))
+        if n == "__init__" and _real_deque_init(obj, is_class):
+            # d.__init__(iterable) refills a deque in C, like deque(iterable): charged the same way
+            charge, init = self.charge_consumed, collections.deque.__init__
+            if is_class:
+                return lambda _o: runtime_callable(lambda d, *a, **k: (charge(a[:1]), init(d, *a, **k))[1])
+            return lambda o: runtime_callable(lambda *a, **k: (charge(a[:1]), init(o, *a, **k))[1])
         if n == "__format__":
             # x.__format__(spec) is format(x, spec): the same width check on the spec
             check = self.check_format_spec
@@ -992,6 +1001,13 @@ class Gates:
                 self.budget.charge(n)   # items consumed in C count as ticks; bytes(n) is one memset
         return fn(*args, **kwargs)
 
+    def charge_consumed(self, args):
+        """What C will consume from these iterables is charged as ticks before it starts."""
+        for arg in args:
+            n = _estimated_length(arg)
+            if n > 1000 and self.budget is not None:
+                self.budget.charge(n)
+
     def pow(self, base, exp, mod=None):
         if mod is None:
             self.check_size(base, "**", exp)
@@ -1138,6 +1154,13 @@ class Gates:
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
+
+
+def _real_deque_init(obj, is_class) -> bool:
+    """obj.__init__ would be deque's own (not a cell subclass's)."""
+    cls = obj if is_class else type(obj)
+    return isinstance(cls, type) and issubclass(cls, collections.deque) \
+        and getattr(cls, "__init__", None) is collections.deque.__init__
 
 
 def _no_raw_array(self):

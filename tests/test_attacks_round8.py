@@ -144,16 +144,35 @@ def test_decimal_precision_cannot_be_raised_through_super(sandbox, src):
     "(a safe dunder of the real class) or the raw deque from typing.get_origin they loop in C uncharged "
     "(with range(10**18): past every limit, the kernel's process at level none)"))
 @pytest.mark.parametrize("src", [
-    "x = next(map(sum, [range(10**7)]))",
-    "x = sorted([range(10**7)], key=sum)",
     "x = next(map(list, [range(10**7)]))",
-    "import collections\nx = collections.deque()\nx.__init__(range(10**7), 0)",
-    "import collections\nx = collections.deque()\ncollections.deque.__init__(x, range(10**7), 0)",
 ])
 def test_c_consumers_are_charged_however_reached(strict, src):
     r = strict.run(src, ticks=10**6)
     assert r.error_name in ("TickLimitExceeded", "SizeDenied"), r
     assert "x" not in strict.ns
+
+
+@pytest.mark.parametrize("src", [
+    "x = next(map(sum, [range(10**7)]))",
+    "x = sorted([range(10**7)], key=sum)",
+    "x = max([range(10**7)], key=any)",
+    "import collections\nd = collections.deque()\nd.__init__(range(10**7), 0)\nx = d",
+    "import collections\nd = collections.deque()\ncollections.deque.__init__(d, range(10**7), 0)\nx = d",
+    "import collections\nclass Q(collections.deque):\n    def __init__(self, it):\n        super().__init__(it, 0)\n"
+    "x = Q(range(10**7))",
+])
+def test_c_consumers_passed_as_values_are_charged(strict, src):
+    r = strict.run(src, ticks=10**6)
+    assert r.error_name in ("TickLimitExceeded", "SizeDenied"), r
+    assert "x" not in strict.ns
+
+
+def test_charging_builtins_and_deque_init_keep_their_results(run):
+    r = run("import collections\nclass Q(collections.deque):\n    def __init__(self, it):\n        super().__init__(it, 3)\n"
+            "d = collections.deque()\nd.__init__([1, 2])\n"
+            "print(list(map(sum, [[1, 2], [3]])), sorted([[3], [1, 2]], key=sum), max([1, 5, 2]), Q(range(9)), d,"
+            " sum.__name__, any([0, 1]), min(3, 1))")
+    assert r.ok and r.stdout == "[3, 3] [[3], [1, 2]] 5 Q([6, 7, 8], maxlen=3) deque([1, 2]) sum True 1\n", r
 
 
 @pytest.mark.parametrize("src", [
