@@ -625,6 +625,14 @@ class Gates:
         if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and is_class and issubclass(obj, (str, bytes, bytearray)):
             padded, unbound = self.padded, getattr(obj, n)    # str.ljust('a', n): the same width check
             return lambda _o: runtime_callable(lambda s, *rest: padded(functools.partial(unbound, s), *rest))
+        if n in ("replace", "translate") and (issubclass(obj, (str, bytes, bytearray)) if is_class
+                                             else isinstance(obj, (str, bytes, bytearray))):
+            # s.replace('a', s) builds len(s)**2 in C: the result's size is estimated first
+            grown = self.checked_growth
+            if is_class:
+                unbound = getattr(obj, n)
+                return lambda _o: runtime_callable(lambda s, *a, **k: grown(n, s, functools.partial(unbound, s), a, k))
+            return lambda o: runtime_callable(lambda *a, **k: grown(n, o, getattr(o, n), a, k))
         if n == "__init__" and _real_deque_init(obj, is_class):
             # d.__init__(iterable) refills a deque in C, like deque(iterable): charged the same way
             charge, init = self.charge_consumed, collections.deque.__init__
@@ -1000,6 +1008,24 @@ class Gates:
             if n > 1000 and self.budget is not None and type(first) is not int:
                 self.budget.charge(n)   # items consumed in C count as ticks; bytes(n) is one memset
         return fn(*args, **kwargs)
+
+    def checked_growth(self, name, text, method, args, kwargs):
+        """str/bytes replace and translate, refused when the result would pass the size cap."""
+        if name == "replace" and len(args) >= 2:
+            old, new = args[0], args[1]
+            if isinstance(old, (str, bytes, bytearray)) and isinstance(new, (str, bytes, bytearray)) \
+                    and len(new) > len(old):
+                hits = text.count(old) if old else len(text) + 1
+                if len(args) > 2 and isinstance(args[2], int) and args[2] >= 0:
+                    hits = min(hits, args[2])
+                size = len(text) + hits * (len(new) - len(old))
+                if size > self.max_bytes // 4:
+                    self._too_large(f"replace() growing a string to ~{size:,} characters")
+        elif name == "translate" and args and type(args[0]) is dict and isinstance(text, str):
+            longest = max((len(v) for v in args[0].values() if isinstance(v, str)), default=1)
+            if len(text) * longest > self.max_bytes // 4:
+                self._too_large(f"translate() growing a string to ~{len(text) * longest:,} characters")
+        return method(*args, **kwargs)
 
     def charge_consumed(self, args):
         """What C will consume from these iterables is charged as ticks before it starts."""

@@ -239,9 +239,6 @@ def test_size_gates_refuse_the_exact_types(small):
         assert r.error_name == "SizeDenied", (src, r)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-6: str.replace / str.translate build len(s) * len(replacement) in C with no size check "
-    "(10**5 characters replaced by themselves: 10 GB)"))
 @pytest.mark.parametrize("src", [
     "s = 'a' * 10**4\nx = s.replace('a', s)",
     "s = 'a' * 10**4\nx = s.translate({97: s})",
@@ -411,3 +408,9 @@ def test_sized_operators_keep_python_semantics(run):
             " collections.deque([1]) * 2, I(1) << I(3), '%(a(b))3s|' % {'a(b)': 'x'}, '%%d %d' % 5)")
     assert r.ok, r
     assert r.stdout == "[1, 1, 1] [1, 1] xx yy zz [3 6] deque([1, 1]) 8   x| %d 5\n", r
+
+
+def test_replace_and_translate_keep_their_results(run):
+    r = run("s = 'a-b-c'\nprint(s.replace('-', '--'), s.replace('-', '', 1), str.replace(s, 'a', 'A'), "
+            "b'xy'.replace(b'x', b'zz'), s.translate({45: '+'}), s.translate(str.maketrans('abc', 'xyz')))")
+    assert r.ok and r.stdout == "a--b--c ab-c A-b-c b'zzy' a+b+c x-y-z\n", r
