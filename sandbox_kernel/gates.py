@@ -757,6 +757,11 @@ class Gates:
                 raise
             raise AttributeError(f"module '{modname}' has no attribute '{n}' (try 'import {sub}')") from None
         checked = self._check_value(value, mod, f"{modname}.{n}")
+        if type(value) in (tuple, list, set, frozenset):
+            # a module's table of classes (np.ScalarType holds memoryview): each one as if read by name
+            for item in value:
+                if isinstance(item, type) or callable(item) and not isinstance(item, (str, bytes)):
+                    self._check_value(item, mod, f"{modname}.{n}")
         if type(value) is dict:
             # a library's module-level table (np.sctypeDict): readable, never changed by a cell
             checked = types.MappingProxyType(value)

@@ -350,10 +350,6 @@ def test_module_repr_is_scrubbed_in_plain_output(run):
 
 # --- 10. memoryview: documented as never handed out ---------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-10 (low): items of containers are never value-checked, and np.ScalarType (a tuple) holds "
-    "the memoryview class: memoryview(bytearray(...)) is made although 'memoryviews are never handed "
-    "out' (no memory escape found with it: views stay within their buffer)"))
 def test_memoryview_class_is_not_reachable_through_containers(sandbox):
     r = sandbox.run("import numpy as np\n"
             "mv = [t for t in np.ScalarType if t.__name__ == 'memoryview'][0]\n"
