@@ -22,6 +22,7 @@ import math
 import operator
 import sys
 import typing
+import warnings
 import weakref
 
 try:
@@ -588,13 +589,16 @@ def _guard_numpy_constructor(np) -> bool:
 
 def _numpy_guards(np) -> dict:
     guards = {np.load: _guard_numpy_load}
-    if not _guard_numpy_constructor(np):
-        for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
-            if cls is not None:
-                guards[cls] = _guard_numpy_array_class
-    for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
-               np.rec.fromfile, np.char.array, np.char.asarray):
-        guards[fn] = _guard_numpy_buffer_function
+    with warnings.catch_warnings():   # numpy 2.5 deprecates np.char's array functions: read them quietly
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if not _guard_numpy_constructor(np):
+            for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
+                if cls is not None:
+                    guards[cls] = _guard_numpy_array_class
+        for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
+                   np.rec.fromfile, getattr(np.char, "array", None), getattr(np.char, "asarray", None)):
+            if fn is not None:
+                guards[fn] = _guard_numpy_buffer_function
     return guards
 
 
