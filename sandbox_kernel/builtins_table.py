@@ -13,7 +13,7 @@ import sys
 from .confine import ConfinedFiles
 from .denials import BuiltinDenied, CallDenied
 from .gates import OWN_CLASSES, SandboxType, is_sandbox_class, runtime_callable
-from .guards import NESTING_STAND_INS, _ticking_iter
+from .guards import NESTING_STAND_INS, _ticking_iter, charged
 from .rewriter import CELL_FILENAME_PREFIX
 
 _SAFE = (
@@ -71,6 +71,8 @@ _CONSUMING_FUNCTIONS = ("sum", "min", "max", "any", "all", "sorted")
 
 def _charging(fn, gates):
     def consume(*args, **kwargs):
+        if "key" in kwargs:   # sorted(xs, key=list): the key is a consumer too
+            kwargs["key"] = charged(kwargs["key"])
         return gates.sized(fn, *args, **kwargs)
     consume.__name__ = consume.__qualname__ = fn.__name__
     consume.__doc__ = fn.__doc__

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import collections
 import copy
+import csv
 import dataclasses
 import decimal
 import enum
@@ -203,11 +204,41 @@ def _deeper(inputs, what) -> int:
     return depth
 
 
+# Builtin classes that consume an iterable in C when called. Passed as the function of map/filter/
+# starmap/... (map(list, [range(10**18)])) they would run uncharged, and nest in C: the stand-ins call
+# them through the sized gate instead (a Python frame per call, so nesting meets the recursion limit).
+_CONSUMING_CLASSES = frozenset({list, tuple, set, frozenset, dict, bytes, bytearray})
+
+
+def charged(fn):
+    """fn itself, or for a consuming builtin class a function that calls it through the sized gate."""
+    if type(fn) is not type or fn not in _CONSUMING_CLASSES:
+        return fn
+    wrapper = _CHARGED.get(fn)
+    if wrapper is None:
+        def wrapper(*args, **kwargs):
+            gates = CURRENT_GATES.get()
+            return gates.sized(fn, *args, **kwargs) if gates is not None else fn(*args, **kwargs)
+        wrapper.__name__ = wrapper.__qualname__ = fn.__name__
+        wrapper = _CHARGED[fn] = runtime_callable(wrapper)
+    return wrapper
+
+
+_CHARGED: dict = {}
+_FUNCTION_FIRST = frozenset({"map", "filter", "starmap", "takewhile", "dropwhile", "filterfalse"})
+
+
 def _nesting_stand_in(cls):
     """cls (map, zip, itertools.chain ...) as cells see it: a subclass whose instances carry their
     nesting depth in a slot; iteration is the real class's, in C."""
+    function_first = cls.__name__ in _FUNCTION_FIRST
+
     def __new__(sub, *args, **kwargs):
         depth = _deeper(args, cls.__name__)
+        if function_first and args:
+            args = (charged(args[0]),) + args[1:]
+        if "func" in kwargs or "key" in kwargs:   # accumulate(func=...), groupby(key=...)
+            kwargs = {k: charged(v) if k in ("func", "key") else v for k, v in kwargs.items()}
         obj = cls.__new__(sub, *args, **kwargs)
         slot.__set__(obj, depth)
         return obj
@@ -237,6 +268,41 @@ def _nesting_tee(tee):
     tee_.__name__ = "tee"
     tee_.__doc__ = tee.__doc__
     return runtime_callable(tee_)
+
+
+class _SteppedReader:
+    """What csv.reader returns to a cell: the real reader, stepped from Python. A reader's next() calls
+    its input's next() in C with no depth check, so csv.reader(csv.reader(...)) nested a few hundred
+    thousand times overflowed the C stack; a Python frame per step meets the recursion limit instead."""
+    __slots__ = ("_reader",)
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._reader)
+
+    @property
+    def line_num(self):
+        return self._reader.line_num
+
+    @property
+    def dialect(self):
+        return self._reader.dialect
+
+
+_SteppedReader.__name__ = _SteppedReader.__qualname__ = "reader"
+_SteppedReader.__module__ = "_csv"
+
+
+def _guard_csv_reader(fn, gates):
+    @functools.wraps(fn)
+    def reader(*args, **kwargs):
+        return _SteppedReader(fn(*args, **kwargs))
+    return runtime_callable(reader)
 
 
 _TEE_TYPE = type(itertools.tee(())[0])
@@ -427,6 +493,12 @@ def _guard_consumer(fn, gates):
 
     def consumer(*args, **kwargs):
         charge(args)
+        if fn is math.prod and args and not isinstance(kwargs.get("start", 1), (int, float, complex)):
+            # prod(xs, start='a') repeats start in C: multiply through the size-checked '*' instead
+            result = kwargs["start"]
+            for x in args[0]:
+                result = gates.binop(result, "*", x)
+            return result
         return fn(*args, **kwargs)
     if isinstance(fn, type):   # deque: still a class to isinstance() and to subclass
         def construct(make, *args, **kwargs):
@@ -469,6 +541,7 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 decimal.localcontext: _guard_decimal_activation,
                 itertools.tee: lambda fn, gates: _NESTING_TEE,
                 typing.get_origin: _guard_typing_introspection, typing.get_args: _guard_typing_introspection,
+                csv.reader: _guard_csv_reader,
                 # typing's alias of deque, callable like it
                 typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
 for _cls, _stand_in in NESTING_STAND_INS.items():

@@ -147,11 +147,6 @@ def test_decimal_precision_cannot_be_raised_through_super(sandbox, src):
 
 # --- 5. the sized builtins and deque's charge, reached as values or through __init__ ----------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-5: the consumers are charged only where the rewriter sees the call by name (list(x), "
-    "sum(x)) or the stand-in is called; as values (map(sum, ...), key=sum), through deque's __init__ "
-    "(a safe dunder of the real class) or the raw deque from typing.get_origin they loop in C uncharged "
-    "(with range(10**18): past every limit, the kernel's process at level none)"))
 @pytest.mark.parametrize("src", [
     "x = next(map(list, [range(10**7)]))",
 ])
@@ -259,11 +254,6 @@ def test_string_amplification_is_size_checked(small, src):
 
 # --- 7. C iterator nesting through callables and unlisted C iterators ----------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-7: the depth is recorded only for iterators passed straight to the stand-ins; "
-    "map(list, [x]) nests through the callable (list's vectorcall has no recursion check) and "
-    "csv.reader is a C iterator wrapper that is not a stand-in: next() overflows the C stack (SIGSEGV, "
-    "the kernel at level none; the first under the strict policy)"))
 @pytest.mark.parametrize("policy, src", [
     ("strict", "x = iter([1])\nfor i in range(300000):\n    x = map(list, [x])\nn = next(x)\n"),
     ("data-science", "import csv\nx = iter(['a'])\nfor i in range(300000):\n    x = csv.reader(x)\nn = next(x)\n"),
@@ -398,9 +388,6 @@ def test_attribute_hooks_still_answer_everything_else(run):
     assert r.ok and r.stdout == "1 0 2\n", r
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-6 (open): math.prod(xs, start='a') repeats its start in C; the consumer guard charges "
-    "the length of xs only"))
 def test_math_prod_start_is_size_checked(small):
     r = small.run("import math\nx = math.prod([5 * 10**7], start='a')")
     assert r.error_name == "SizeDenied", r
