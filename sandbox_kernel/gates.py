@@ -633,6 +633,16 @@ class Gates:
                 unbound = getattr(obj, n)
                 return lambda _o: runtime_callable(lambda s, *a, **k: grown(n, s, functools.partial(unbound, s), a, k))
             return lambda o: runtime_callable(lambda *a, **k: grown(n, o, getattr(o, n), a, k))
+        if n == "tolist" and not is_class and _origin(t) == "numpy" and isinstance(getattr(obj, "size", None), int):
+            # arr.tolist() makes a Python object per element in one C call (~32 bytes each, not 8)
+            too_large = self._too_large
+            limit = self.max_bytes
+
+            def tolist(o):
+                if o.size * 32 > limit:
+                    too_large(f"tolist() of {o.size:,} elements (~{o.size * 32:,} bytes of Python objects)")
+                return o.tolist()
+            return lambda o: runtime_callable(functools.partial(tolist, o))
         if n == "__init__" and _real_deque_init(obj, is_class):
             # d.__init__(iterable) refills a deque in C, like deque(iterable): charged the same way
             charge, init = self.charge_consumed, collections.deque.__init__

@@ -290,9 +290,6 @@ def test_lazily_zeroed_arrays_count_against_the_limit():
     assert result["maxrss_mb"] < 200, f"the cell committed {result['maxrss_mb']} MB under a 64 MB limit ({result})"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BYPASS R8-8: the Python objects numpy makes in C (tolist, astype(object)) are not numpy data "
-    "allocations: 6 * 10**6 int64 (48 MB) become 6 * 10**6 ints (~220 MB) in one C call"))
 def test_objects_made_by_numpy_count_against_the_limit():
     src = "import numpy as np\nx = np.arange(6 * 10**6).tolist()"
     result = run_cell_in_child(src, limits={"timeout": 5.0, "ticks": 10**7, "memory_mb": 64},
