@@ -950,7 +950,7 @@ class Gates:
     def _check_repeat(self, seq, count):
         if count > 0:
             item = 1 if isinstance(seq, (str, bytes, bytearray)) else 8
-            size = len(seq) * count * item
+            size = _true_len(seq) * count * item
             if size > self.max_bytes:
                 self._too_large(f"repeating a {type(seq).__name__} {count:,} times (~{size:,} bytes)")
 
@@ -1002,8 +1002,11 @@ class Gates:
         return fmt % args
 
     def padded(self, method, width, *rest):
-        if type(width) is int and width > self.max_bytes // 4:
-            self._too_large(f"padding a str to {width:,} characters")
+        count = _as_count(width)   # an int subclass or __index__ object: checked and passed as the exact int
+        if count is not None:
+            width = count
+            if width > self.max_bytes // 4:
+                self._too_large(f"padding a str to {width:,} characters")
         return method(width, *rest)
 
     def sized(self, fn, *args, **kwargs):
@@ -1029,17 +1032,19 @@ class Gates:
         if name == "replace" and len(args) >= 2:
             old, new = args[0], args[1]
             if isinstance(old, (str, bytes, bytearray)) and isinstance(new, (str, bytes, bytearray)) \
-                    and len(new) > len(old):
-                hits = text.count(old) if old else len(text) + 1
+                    and _true_len(new) > _true_len(old):
+                # the builtin count and len: a subclass's own could answer anything
+                base = next(b for b in (str, bytes, bytearray) if isinstance(text, b))
+                hits = base.count(text, old) if _true_len(old) else _true_len(text) + 1
                 if len(args) > 2 and isinstance(args[2], int) and args[2] >= 0:
-                    hits = min(hits, args[2])
-                size = len(text) + hits * (len(new) - len(old))
+                    hits = min(hits, int(args[2]))
+                size = _true_len(text) + hits * (_true_len(new) - _true_len(old))
                 if size > self.max_bytes // 4:
                     self._too_large(f"replace() growing a string to ~{size:,} characters")
         elif name == "translate" and args and type(args[0]) is dict and isinstance(text, str):
-            longest = max((len(v) for v in args[0].values() if isinstance(v, str)), default=1)
-            if len(text) * longest > self.max_bytes // 4:
-                self._too_large(f"translate() growing a string to ~{len(text) * longest:,} characters")
+            longest = max((_true_len(v) for v in args[0].values() if isinstance(v, str)), default=1)
+            if _true_len(text) * longest > self.max_bytes // 4:
+                self._too_large(f"translate() growing a string to ~{_true_len(text) * longest:,} characters")
         return method(*args, **kwargs)
 
     def charge_consumed(self, args):
@@ -1442,6 +1447,14 @@ _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": ope
             "//": operator.ifloordiv}
 # Sequences whose '*' repeats them in C (subclasses too: np.str_ is a str), and how a count is read.
 _REPEATING_SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, array.array)
+
+
+def _true_len(seq) -> int:
+    """len() as the builtin base type counts it (a subclass's __len__ could answer anything)."""
+    for base in _REPEATING_SEQUENCES:
+        if isinstance(seq, base):
+            return base.__len__(seq)
+    return len(seq)
 
 
 def _as_count(x):

@@ -403,3 +403,17 @@ def test_replace_and_translate_keep_their_results(run):
     r = run("s = 'a-b-c'\nprint(s.replace('-', '--'), s.replace('-', '', 1), str.replace(s, 'a', 'A'), "
             "b'xy'.replace(b'x', b'zz'), s.translate({45: '+'}), s.translate(str.maketrans('abc', 'xyz')))")
     assert r.ok and r.stdout == "a--b--c ab-c A-b-c b'zzy' a+b+c x-y-z\n", r
+
+
+@pytest.mark.parametrize("src", [
+    "class S(str):\n    def __len__(self):\n        return 1\nx = S('a' * 10**4) * (5 * 10**3)",
+    "class S(str):\n    def __len__(self):\n        return 1\n    def count(self, x):\n        return 0\n"
+    "x = S('a' * 10**4).replace('a', 'a' * 10**4)",
+    "class I(int):\n    pass\nx = 'a'.ljust(I(5 * 10**7))",
+    "class N:\n    def __index__(self):\n        return 5 * 10**7\nx = 'a'.rjust(N())",
+])
+def test_size_gates_do_not_ask_a_subclass_its_length(small, src):
+    """A str subclass's __len__ or count could answer anything: sizes are measured as the builtin does."""
+    r = small.run(src)
+    assert r.error_name == "SizeDenied", r
+    assert "x" not in small.ns
