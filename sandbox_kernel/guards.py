@@ -596,19 +596,24 @@ def _disable_pandas_evaluator() -> None:
 # checking what an array is laid over, after numpy built it and before the cell holds it.
 
 def _forged_array(np, arr) -> bool:
-    """True when arr's object references are raw bytes (an object array over a bytearray, bytes or a
-    file) or its bytes are another array's references (an int array over an object array)."""
-    has_objects = arr.dtype.hasobject
+    """True when a constructor laid arr over object storage on either side: object fields over any
+    buffer (bytes a cell wrote, or another object array at an offset or with another layout: a
+    structured ('i8', 'O') view over an object array writes an int into a pointer slot), or any dtype
+    over an object array's storage. Arrays with their own memory (no base) are never forged."""
     base = arr.base
+    if base is None:
+        return False
+    if arr.dtype.hasobject:
+        return True
     while base is not None:
         if isinstance(base, np.ndarray):
-            if base.dtype.hasobject != has_objects:
+            if base.dtype.hasobject:
                 return True
             base = base.base
         elif isinstance(base, memoryview):
             base = base.obj
         else:
-            return has_objects
+            return False
     return False
 
 
@@ -661,39 +666,60 @@ def _guard_numpy_constructor(np) -> bool:
 
 
 def _numpy_guards(np) -> dict:
-    guards = {np.load: _guard_numpy_load}
+    guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function}
+    if _guard_numpy_constructor(np):
+        return guards   # np.rec and np.char build through ndarray's checked constructor
     with warnings.catch_warnings():   # numpy 2.5 deprecates np.char's array functions: read them quietly
         warnings.simplefilter("ignore", DeprecationWarning)
-        if not _guard_numpy_constructor(np):
-            for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
-                if cls is not None:
-                    guards[cls] = _guard_numpy_array_class
-        for fn in (np.frombuffer, np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords,
-                   np.rec.fromfile, getattr(np.char, "array", None), getattr(np.char, "asarray", None)):
+        for cls in (np.ndarray, np.recarray, np.memmap, getattr(np.char, "chararray", None)):
+            if cls is not None:
+                guards[cls] = _guard_numpy_array_class
+        for fn in (np.rec.array, np.rec.fromstring, np.rec.fromarrays, np.rec.fromrecords, np.rec.fromfile,
+                   getattr(np.char, "array", None), getattr(np.char, "asarray", None)):
             if fn is not None:
                 guards[fn] = _guard_numpy_buffer_function
     return guards
 
 
-# Library classes whose __getattr__ answers from a mapping a cell can fill (scipy's result objects,
-# readsav's AttrDict): numpy would read a raw '__array_interface__' key as memory to view.
-_ATTRIBUTE_DICT_CLASSES = (("scipy._lib._util", "_RichResult"), ("scipy.io._idl", "AttrDict"))
+# numpy reads '__array_interface__' off any object it converts and trusts the address in it. Library
+# classes whose attribute lookup answers from data a cell fills would hand it the cell's dict: pandas
+# answers s.__array_interface__ from an index label, scipy's results and odr.Data from their items.
+# Every loaded class with its own __getattr__/__getattribute__ gets the "absent" answer for the raw
+# protocols first (classes are scanned again after each import; a handful of ms).
+_PROTECTED_CLASSES: set = set()
 
 
-def _refuse_raw_protocols_on_attribute_dicts() -> None:
-    for module_name, class_name in _ATTRIBUTE_DICT_CLASSES:
-        cls = getattr(sys.modules.get(module_name), class_name, None)
-        if not isinstance(cls, type) or cls.__dict__.get("__array_interface__") is _NO_RAW_ARRAY:
+def _refuse_raw_protocols_on_library_classes() -> None:
+    pending = [object]
+    seen = set()
+    while pending:
+        cls = pending.pop()
+        try:
+            subclasses = type.__subclasses__(cls)
+        except TypeError:
             continue
-        for protocol in _RAW_ARRAY_PROTOCOLS:
-            type.__setattr__(cls, protocol, _NO_RAW_ARRAY)
-        refuse_raw_protocols_in_hooks(cls)
+        for sub in subclasses:
+            if sub in seen:
+                continue
+            seen.add(sub)
+            pending.append(sub)
+            if sub in _PROTECTED_CLASSES or not ("__getattr__" in sub.__dict__ or "__getattribute__" in sub.__dict__) \
+                    or issubclass(sub, type):   # a metaclass answers for classes (EnumType: no dunder members)
+                continue
+            try:
+                for protocol in _RAW_ARRAY_PROTOCOLS:
+                    if protocol not in sub.__dict__:
+                        type.__setattr__(sub, protocol, _NO_RAW_ARRAY)
+                refuse_raw_protocols_in_hooks(sub)
+            except (TypeError, AttributeError):
+                pass   # an immutable (C) type: its lookup is C code, not a cell's data
+            _PROTECTED_CLASSES.add(sub)
 
 
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been imported."""
     _disable_pandas_evaluator()
-    _refuse_raw_protocols_on_attribute_dicts()
+    _refuse_raw_protocols_on_library_classes()
     np = sys.modules.get("numpy")
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)

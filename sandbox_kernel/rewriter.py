@@ -110,7 +110,10 @@ def _never_rebound_parameters(func, class_name: str | None = None) -> list[str]:
     if not params:
         return []
     bound = set()
+    classes = {class_name} if class_name else set()
     for n in ast.walk(ast.Module(body=func.body, type_ignores=[])):
+        if isinstance(n, ast.ClassDef):
+            classes.add(n.name)   # names inside a nested class mangle with its name
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             bound.add(n.id)
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -127,7 +130,7 @@ def _never_rebound_parameters(func, class_name: str | None = None) -> list[str]:
             bound.add(n.rest)
         elif isinstance(n, ast.arg):
             bound.add(n.arg)   # a nested function's parameter of the same name
-    bound |= {_private_mangled(b, class_name) for b in bound}
+    bound |= {_private_mangled(b, c) for b in bound for c in classes}
     return [p for p in params if p not in bound and _private_mangled(p, class_name) not in bound]
 
 
