@@ -687,9 +687,13 @@ def _numpy_guards(np) -> dict:
 # Every loaded class with its own __getattr__/__getattribute__ gets the "absent" answer for the raw
 # protocols first (classes are scanned again after each import; a handful of ms).
 _PROTECTED_CLASSES: set = set()
+_SCANNED_WITH = [0]   # len(sys.modules) at the last scan
 
 
 def _refuse_raw_protocols_on_library_classes() -> None:
+    if len(sys.modules) == _SCANNED_WITH[0]:
+        return   # no module loaded since the last scan (classes come with modules)
+    _SCANNED_WITH[0] = len(sys.modules)
     pending = [object]
     seen = set()
     while pending:
