@@ -850,6 +850,11 @@ class Gates:
                                           "private attributes are writable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
+        if n == "strides" and _is_ndarray(obj):
+            # a.strides = (4,) over object storage reads half pointers, (8,) over a structured
+            # ('i8', 'O') array reads an int as a pointer: any address becomes an object
+            self.deny(AttributeDenied("'strides' of an array (write)",
+                                      "strides decide where elements are read; use slicing or np.lib views"))
         if n == "prec" and isinstance(obj, decimal.Context):
             return _guards._BoundedWrite(obj, lambda v: _guards.bounded_decimal_prec(self, v))
         self._cache[("w", t, name)] = True
@@ -1202,6 +1207,11 @@ class Gates:
         return cls
 
 
+def _is_ndarray(obj) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray)
+
+
 def _real_deque_init(obj, is_class) -> bool:
     """obj.__init__ would be deque's own (not a cell subclass's)."""
     cls = obj if is_class else type(obj)
@@ -1268,6 +1278,7 @@ def _estimated_length(it, depth: int = 0) -> int:
     if n or depth > 4:
         return n
     t = type(it)
+    t = t.__dict__.get("__st_real__", t) if isinstance(t.__dict__.get("__st_real__"), type) else t  # map's stand-in
     if t in _LAZY_WRAPPERS or t is zip:
         try:
             args = it.__reduce__()[1]

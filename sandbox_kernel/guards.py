@@ -548,7 +548,7 @@ for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
-for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce):
+for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce, operator.countOf, operator.indexOf):
     CALL_GUARDS[_consumer] = _guard_consumer
 _KEEP: list = []
 
@@ -600,6 +600,8 @@ def _forged_array(np, arr) -> bool:
     buffer (bytes a cell wrote, or another object array at an offset or with another layout: a
     structured ('i8', 'O') view over an object array writes an int into a pointer slot), or any dtype
     over an object array's storage. Arrays with their own memory (no base) are never forged."""
+    if arr.dtype.hasobject and any(stride % arr.dtype.itemsize for stride in arr.strides):
+        return True   # np.ndarray((2,), object, strides=(4,)): elements straddle pointers, even in own memory
     base = arr.base
     if base is None:
         return False
