@@ -165,5 +165,6 @@ def make_builtins(engine) -> dict:
         "__st_percent__": gates.percent,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })
-    table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"] = gates.make_fast_gates()
+    table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"] = \
+        gates.make_fast_gates()
     return table

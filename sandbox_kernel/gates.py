@@ -916,8 +916,14 @@ class Gates:
         return mul
 
     def make_fast_gates(self):
-        """``(mul, mod, ownattr)`` for this engine: see fast_gates."""
-        return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES)
+        """``(mul, mod, ownattr, contains)`` for this engine: see fast_gates."""
+        return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES, self.contains)
+
+    def contains(self, container, item):
+        """``item in container`` for anything but the builtin containers: an iterator is consumed in C,
+        so what it would yield is charged first (-1 in map(abs, range(10**10)))."""
+        self.charge_consumed((container,))
+        return item in container
 
     def check_size(self, a, op, b):
         """Refuses ``a op b`` when its result would be huge, and returns the operands to compute it with:
@@ -1480,14 +1486,18 @@ _SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearr
                                    any, all)}
 
 
-def fast_gates(slow_mul, slow_mod, slow_getattr, own, *, use_c=True):
+_PLAIN_CONTAINERS = frozenset({dict, set, frozenset, str, list, tuple, bytes, range, type({}.keys()),
+                               type({}.items())})
+
+
+def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=True):
     """The three hottest gates with their no-policy fast paths first: a float or two small ints for
     ``*``, a number on the left of ``%`` (arithmetic, never a format), an instance of a class in
     ``own`` for an attribute the rewriter already found plain. Anything else goes to the slow gate.
     In C when sandbox_kernel._fastgates was compiled; else the same decisions in Python."""
     if use_c and _fastgates is not None:
-        fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own)
-        return fast.mul, fast.mod, fast.getattr
+        fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own, slow_contains)
+        return fast.mul, fast.mod, fast.getattr, fast.contains
     small = 1 << 31
 
     def mul(a, b):
@@ -1506,7 +1516,12 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, *, use_c=True):
         if type(name) is str and type(obj) in own:
             return getattr(obj, name)
         return slow_getattr(obj, name)
-    return mul, mod, ownattr
+
+    def contains(container, item):
+        if type(container) in _PLAIN_CONTAINERS:
+            return item in container
+        return slow_contains(container, item)
+    return mul, mod, ownattr, contains
 
 
 # The guards need the helpers above; the gates need the guards' table (a cycle, resolved by order).

@@ -637,7 +637,20 @@ class Rewriter(ast.NodeTransformer):
     visit_Set = _unchanged_expr
     visit_List = _unchanged_expr
     visit_Tuple = _unchanged_expr
-    visit_Compare = _unchanged_expr
+    def visit_Compare(self, node):
+        """'x in c' becomes '__st_contains__(c, x)' and 'x not in c' 'not __st_contains__(c, x)': the
+        builtin containers are looked up in C as before, an iterator is charged for what C would
+        consume. Other comparisons are unchanged; a chain that mixes 'in' with others is refused
+        (its operands would have to be evaluated once each, around the gate)."""
+        node = self._visit_children(node)
+        if not any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            return node
+        if len(node.ops) != 1:
+            self._deny(node, "a chained comparison with 'in'", "write it as two comparisons joined by 'and'")
+        test = _call("contains", node.comparators[0], node.left)
+        if isinstance(node.ops[0], ast.NotIn):
+            test = ast.UnaryOp(op=ast.Not(), operand=test)
+        return ast.copy_location(test, node)
     visit_Await = _unchanged_expr
     visit_Yield = _unchanged_expr
     visit_YieldFrom = _unchanged_expr
