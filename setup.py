@@ -1,7 +1,8 @@
 """Only here for the optional C extensions (pyproject.toml holds everything else).
 
-sandbox_kernel._fastgates speeds up the three hottest gates; sandbox_kernel._numpyguard is a numpy
-allocator that refuses arrays a cell's memory limit cannot hold. When they cannot be compiled (no
+sandbox_kernel._fastgates speeds up the hottest gates; sandbox_kernel._numpyguard holds numpy's C-level
+guards (an allocator that refuses arrays a cell's memory limit cannot hold, a check in ndarray's
+constructor). When they cannot be compiled (no
 compiler, no Python headers) the install still succeeds: the gates run their Python fast paths, and
 numpy allocations are bounded only by the memory sampler (and, at the worker levels, RLIMIT_AS).
 """
