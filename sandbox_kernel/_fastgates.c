@@ -13,6 +13,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* Raised whenever FastGates' interface changes (gates.py refuses any other build). */
+#define FASTGATES_VERSION 2
+
 /* |x| < 2**31 for both operands: the product fits in 62 bits, far below any size cap. */
 #define SMALL_LIMIT (1LL << 31)
 
@@ -230,6 +233,11 @@ PyInit__fastgates(void)
     m = PyModule_Create(&fastgates_module);
     if (m == NULL)
         return NULL;
+    /* the Python side checks it: a stale build of an older source is not used (gates._fastgates) */
+    if (PyModule_AddIntConstant(m, "VERSION", FASTGATES_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&FastGatesType);
     if (PyModule_AddObject(m, "FastGates", (PyObject *)&FastGatesType) < 0) {
         Py_DECREF(&FastGatesType);

@@ -42,6 +42,8 @@ try:
     from . import _fastgates   # optional C fast paths (setup.py); the Python ones are used without it
 except ImportError:
     _fastgates = None
+if getattr(_fastgates, "VERSION", None) != 2:
+    _fastgates = None   # absent, or a stale build of an older source: the same decisions in Python
 
 from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
 from .limits import bound_numpy_allocations

@@ -30,6 +30,8 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
+if not hasattr(_numpyguard, "guard_array_new"):
+    _numpyguard = None   # absent, or a stale build without the constructor check: the stand-ins instead
 
 from .confine import cell_is_running
 from .denials import CallDenied, SizeDenied
