@@ -119,9 +119,11 @@ FastGates_contains(FastGates *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     container = args[0];
     t = Py_TYPE(container);
+    /* a range answers an exact int in O(1) and walks itself for anything else (1.5 in range(10**18)) */
     if (t == &PyDict_Type || t == &PySet_Type || t == &PyFrozenSet_Type || t == &PyUnicode_Type
-            || t == &PyList_Type || t == &PyTuple_Type || t == &PyBytes_Type || t == &PyRange_Type
-            || t == &PyDictKeys_Type || t == &PyDictItems_Type) {
+            || t == &PyList_Type || t == &PyTuple_Type || t == &PyBytes_Type
+            || t == &PyDictKeys_Type || t == &PyDictItems_Type
+            || (t == &PyRange_Type && (PyLong_CheckExact(args[1]) || PyBool_Check(args[1])))) {
         found = PySequence_Contains(container, args[1]);
         if (found < 0)
             return NULL;

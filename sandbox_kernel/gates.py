@@ -666,6 +666,18 @@ class Gates:
         if n in _GROWING_METHODS and not is_class and t in _GROWING_TYPES:
             sized = self.sized
             return lambda o: functools.partial(_grow_call, sized, getattr(o, n))
+        if n in _GROWING_METHODS and is_class and obj in _GROWING_TYPES:
+            sized = self.sized   # dict.fromkeys(it), set.update(s, it): the same charge
+            return lambda o: functools.partial(_grow_call, sized, getattr(o, n))
+        if n in ("count", "index") and not is_class and t is range:
+            # range.count(1.5) walks the range in C (an exact int is answered in O(1))
+            charge = self.charge_consumed
+
+            def walk(o, v, *a):
+                if type(v) is not int and type(v) is not bool:
+                    charge((o,))
+                return getattr(o, n)(v, *a)
+            return lambda o: runtime_callable(functools.partial(walk, o))
         if n in _STRING_DISPATCH and not is_class and _origin(t) == "pandas":
             return lambda o: _string_dispatch_guard(getattr(o, n), o, self)
         if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
@@ -694,6 +706,12 @@ class Gates:
             self.deny(AttributeDenied(f"'{name}'", "raw memory views are not available"))
         if t is FunctionType or t is BuiltinFunctionType or t is functools.partial or issubclass(t, type):
             return self._check_callable(value, t, name)
+        if t is types.GenericAlias:
+            # np.typing.NDArray is ndarray[...]: calling an alias calls its origin, so a guarded origin
+            # is swapped for its stand-in (subscripting the result keeps it)
+            guard = _guards.CALL_GUARDS.get(value.__origin__) if isinstance(value.__origin__, type) else None
+            if guard is not None:
+                return types.GenericAlias(self.guarded(value.__origin__, guard), value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
             try:
                 guard = _guards.CALL_GUARDS.get(value)
@@ -1370,7 +1388,8 @@ def _is_plotly_figure(t) -> bool:
 # range(10**18))) runs past every limit. Their iterator arguments are first materialised through the
 # sized gate (charged as ticks, and a snapshot).
 _GROWING_METHODS = frozenset({"extend", "update", "extendleft", "union", "intersection", "difference",
-                              "symmetric_difference", "fromkeys", "join"})
+                              "symmetric_difference", "fromkeys", "join", "isdisjoint", "issubset",
+                              "issuperset"})
 assert _GROWING_METHODS | {"format", "format_map", "ljust", "rjust", "center", "zfill", "expandtabs"} \
     <= DATA_METHODS_WITH_STAND_INS, "the rewriter's inline path must leave every stand-in to the gates"
 _GROWING_TYPES = frozenset({list, set, dict, bytearray, str, bytes, collections.deque})
@@ -1378,6 +1397,9 @@ _MATERIAL = frozenset({list, tuple, set, frozenset, dict, str, bytes, bytearray,
 
 
 def _grow_call(sized, method, *args, **kwargs):
+    for a in args:
+        if type(a) is range:   # material, but C walks all of it: charged, not copied
+            sized.__self__.charge_consumed((a,))
     args = tuple(a if type(a) in _MATERIAL else sized(list, a) for a in args)
     return method(*args, **kwargs)
 
@@ -1488,8 +1510,7 @@ _SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearr
                                    any, all)}
 
 
-_PLAIN_CONTAINERS = frozenset({dict, set, frozenset, str, list, tuple, bytes, range, type({}.keys()),
-                               type({}.items())})
+_PLAIN_CONTAINERS = frozenset({dict, set, frozenset, str, list, tuple, bytes, type({}.keys()), type({}.items())})
 
 
 def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=True):
@@ -1520,7 +1541,8 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=Tr
         return slow_getattr(obj, name)
 
     def contains(container, item):
-        if type(container) in _PLAIN_CONTAINERS:
+        t = type(container)
+        if t in _PLAIN_CONTAINERS or t is range and (type(item) is int or type(item) is bool):
             return item in container
         return slow_contains(container, item)
     return mul, mod, ownattr, contains

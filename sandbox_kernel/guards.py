@@ -11,6 +11,7 @@ become subclasses that still pass isinstance for the real class (_StandInMeta).
 from __future__ import annotations
 
 import abc
+import array
 import collections
 import copy
 import csv
@@ -18,6 +19,7 @@ import dataclasses
 import decimal
 import enum
 import functools
+import heapq
 import itertools
 import math
 import operator
@@ -466,18 +468,44 @@ def _guard_singledispatch(fn, gates):
 
 
 def _guard_copy(fn, gates):
-    """copy.copy/deepcopy follow __reduce_ex__: a cell-defined one can make the copy machinery
-    update a module's __dict__ or set attributes on a library class."""
+    """copy.copy/deepcopy follow __reduce_ex__, which a cell's class can steer (its own __reduce__, a
+    __getattribute__ that answers for it, a __class__ that names another class): the copy machinery
+    would then build an object of any class and update its __dict__ with the cell's state (a module's,
+    or a library object's with numpy's raw '__array_interface__' in it). A copy must be of the
+    original's own class, and a library object's copy may not carry raw protocols."""
+    def refuse(what):
+        gates.deny(CallDenied(f"copy.{fn.__name__}() {what}", "define __copy__/__deepcopy__ instead"))
+
+    def check_pair(original, made):
+        if type(made) is not type(original):
+            refuse(f"turning a {type(original).__name__} into a {type(made).__name__}")
+        state = getattr(made, "__dict__", None) if not is_sandbox_class(type(made)) else None
+        if type(state) is dict and any(k in state for k in _RAW_ARRAY_PROTOCOLS):
+            refuse("planting numpy's raw protocols")
+
     def guarded(x, *args, **kwargs):
         cls = type(x)
         if is_sandbox_class(cls):
             for k in cls.__mro__:
                 if not is_sandbox_class(k):
                     continue
-                if any(h in k.__dict__ for h in ("__reduce_ex__", "__reduce__")):
-                    gates.deny(CallDenied(f"copy.{fn.__name__}() of an object with its own __reduce__",
-                                          "define __copy__/__deepcopy__ instead"))
-        return fn(x, *args, **kwargs)
+                if any(h in k.__dict__ for h in ("__reduce_ex__", "__reduce__", "__getattribute__")):
+                    refuse("of an object whose class answers for its own reduction")
+        if fn is copy.deepcopy:
+            memo = args[0] if args and type(args[0]) is dict else kwargs.get("memo")
+            memo = {} if memo is None else memo
+            made = fn(x, memo)
+            for original in memo.get(id(memo), ()):   # deepcopy keeps every copied original alive there
+                copied = memo.get(id(original))
+                if copied is not None and copied is not original:
+                    check_pair(original, copied)
+            if made is not x:
+                check_pair(x, made)
+            return made
+        made = fn(x, *args, **kwargs)
+        if made is not x:
+            check_pair(x, made)
+        return made
     guarded.__name__ = fn.__name__
     guarded.__doc__ = fn.__doc__
     return runtime_callable(guarded)
@@ -550,7 +578,8 @@ for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
-for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce, operator.countOf, operator.indexOf):
+for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce, operator.countOf, operator.indexOf,
+                  heapq.nlargest, heapq.nsmallest, collections.Counter, array.array):
     CALL_GUARDS[_consumer] = _guard_consumer
 _KEEP: list = []
 
