@@ -1397,11 +1397,17 @@ _MATERIAL = frozenset({list, tuple, set, frozenset, dict, str, bytes, bytearray,
 
 
 def _grow_call(sized, method, *args, **kwargs):
-    for a in args:
-        if type(a) is range:   # material, but C walks all of it: charged, not copied
+    """The iterables a growing method consumes (all its arguments; fromkeys: the first) are made
+    material through the sized gate first; a range is charged, not copied (C walks all of it)."""
+    consumed = 1 if getattr(method, "__name__", "") == "fromkeys" else len(args)
+    made = []
+    for i, a in enumerate(args):
+        if i < consumed and type(a) is range:
             sized.__self__.charge_consumed((a,))
-    args = tuple(a if type(a) in _MATERIAL else sized(list, a) for a in args)
-    return method(*args, **kwargs)
+        elif i < consumed and type(a) not in _MATERIAL and hasattr(type(a), "__iter__"):
+            a = sized(list, a)
+        made.append(a)
+    return method(*made, **kwargs)
 
 
 runtime_callable(_grow_call)
