@@ -34,7 +34,7 @@ from .gates import CURRENT_GATES, DEFAULT_MAX_BYTES, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
-from .streams import OutputStreams
+from .streams import OutputStreams, hide_host_paths, without_host_paths
 
 Emit = Callable[[dict], None]
 _CO_COROUTINE = _inspect.CO_COROUTINE
@@ -263,7 +263,7 @@ class Engine:
 
     def _scrub(self, text: str) -> str:
         """Error messages never show where the working directory or Python live on the host."""
-        return render.hide_host_paths(text.replace(self.workdir + os.sep, "").replace(self.workdir, "."))
+        return hide_host_paths(text.replace(self.workdir + os.sep, "").replace(self.workdir, "."))
 
     def _traceback(self, exc: BaseException, ename: str, evalue: str) -> list[str]:
         lines = []
@@ -293,7 +293,7 @@ class Engine:
         return lines
 
     def _done(self, started, policy: Policy, error, streams: "OutputStreams") -> dict:
-        return render.without_host_paths({
+        return without_host_paths({
             "type": "done",
             "status": "error" if error else "ok",
             "ticks": self.budget.ticks_used(),

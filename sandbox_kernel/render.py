@@ -7,10 +7,7 @@ Plotly figures become their compact JSON (``application/vnd.plotly.v1+json``), n
 from __future__ import annotations
 
 import json
-import os
 import pprint
-import site
-import sys
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 _REPR_METHODS = (
@@ -23,45 +20,6 @@ _REPR_METHODS = (
     ("application/json", "_repr_json_"),
 )
 _PRETTY_TYPES = (dict, list, tuple, set, frozenset)
-
-
-def _host_paths() -> list[tuple[str, str]]:
-    """Where Python and its packages live on the host, longest first, with what a cell sees instead."""
-    named = [(os.path.dirname(os.path.abspath(__file__)), "<sandbox_kernel>")]
-    try:
-        named += [(p, "<site-packages>") for p in site.getsitepackages() + [site.getusersitepackages()]]
-    except AttributeError:   # a virtualenv's old site.py
-        pass
-    named += [(p, "<python>") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)]
-    seen, out = set(), []
-    for path, label in sorted(named, key=lambda pair: len(pair[0]), reverse=True):
-        if path and len(path) > 1 and path not in seen:
-            seen.add(path)
-            out.append((path, label))
-    return out
-
-
-_HOST_PATHS = _host_paths()
-
-
-def hide_host_paths(text: str) -> str:
-    """Output never shows where the host's Python lives (a module's repr, a library's warning)."""
-    for path, label in _HOST_PATHS:
-        if path in text:
-            text = text.replace(path, label)
-    return text
-
-
-def without_host_paths(data):
-    """hide_host_paths on every string inside plain JSON data (events, denial records, charts)."""
-    t = type(data)
-    if t is str:
-        return hide_host_paths(data)
-    if t is dict:
-        return {without_host_paths(k) if type(k) is str else k: without_host_paths(v) for k, v in data.items()}
-    if t is list or t is tuple:
-        return [without_host_paths(v) for v in data]
-    return data
 
 
 def is_plotly_figure(obj) -> bool:

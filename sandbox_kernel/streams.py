@@ -1,14 +1,57 @@
-"""stdout/stderr of a cell: sent as stream events while the cell runs, capped per cell.
+"""What leaves a cell: stdout/stderr as stream events while the cell runs, capped per cell, and every
+event without the host's install paths.
 
 Up to half the cap is passed on live; past it, only the last half-cap is kept and sent at the end,
-after a marker saying how much was cut (head + tail, as a person reading a flood wants it).
+after a marker saying how much was cut (head + tail, as a person reading a flood wants it). The engine's
+teardown runs this file's code, and limits.py lets no limit land here.
 """
 from __future__ import annotations
 
+import os
+import site
+import sys
 import time
 from collections import deque
 
-from .render import hide_host_paths, without_host_paths
+
+def _host_paths() -> list[tuple[str, str]]:
+    """Where Python and its packages live on the host, longest first, with what a cell sees instead."""
+    named = [(os.path.dirname(os.path.abspath(__file__)), "<sandbox_kernel>")]
+    try:
+        named += [(p, "<site-packages>") for p in site.getsitepackages() + [site.getusersitepackages()]]
+    except AttributeError:   # a virtualenv's old site.py
+        pass
+    named += [(p, "<python>") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)]
+    seen, out = set(), []
+    for path, label in sorted(named, key=lambda pair: len(pair[0]), reverse=True):
+        if path and len(path) > 1 and path not in seen:
+            seen.add(path)
+            out.append((path, label))
+    return out
+
+
+_HOST_PATHS = _host_paths()
+
+
+def hide_host_paths(text: str) -> str:
+    """Output never shows where the host's Python lives (a module's repr, a library's warning)."""
+    for path, label in _HOST_PATHS:
+        if path in text:
+            text = text.replace(path, label)
+    return text
+
+
+def without_host_paths(data):
+    """hide_host_paths on every string inside plain JSON data (events, denial records, charts)."""
+    t = type(data)
+    if t is str:
+        return hide_host_paths(data)
+    if t is dict:
+        return {without_host_paths(k) if type(k) is str else k: without_host_paths(v) for k, v in data.items()}
+    if t is list or t is tuple:
+        return [without_host_paths(v) for v in data]
+    return data
+
 
 FLUSH_INTERVAL = 0.05
 FLUSH_BYTES = 8192
