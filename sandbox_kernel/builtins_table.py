@@ -163,6 +163,7 @@ def make_builtins(engine) -> dict:
         "__st_matchvalue__": gates.matchvalue,
         "__st_format__": gates.format,
         "__st_percent__": gates.percent,
+        "__st_starred__": gates.starred,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })
     table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"] = \

@@ -1078,6 +1078,13 @@ class Gates:
                 self._too_large(f"translate() growing a string to ~{_true_len(text) * longest:,} characters")
         return method(*args, **kwargs)
 
+    def starred(self, value):
+        """'*value' in a call, a display or an unpacking: C consumes all of it, so it goes through the
+        sized gate first (a list or tuple is already material)."""
+        if type(value) is list or type(value) is tuple:
+            return value
+        return self.sized(list, value)
+
     def charge_consumed(self, args):
         """What C will consume from these iterables is charged as ticks before it starts."""
         for arg in args:

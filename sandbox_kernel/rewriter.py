@@ -366,8 +366,13 @@ class Rewriter(ast.NodeTransformer):
         return self._visit_children(node)
 
     def visit_Starred(self, node):
-        """'*a' is unchanged."""
-        return self._visit_children(node)
+        """'f(*a)', '[*a]' become 'f(*__st_starred__(a))', '[*__st_starred__(a)]': C would consume a
+        whole iterator there, so its length is charged (and a list or tuple passes as it is). A
+        starred target ('a, *b = ...') is unchanged; the value it unpacks is charged (visit_Assign)."""
+        node = self._visit_children(node)
+        if isinstance(node.ctx, ast.Load):
+            node.value = ast.copy_location(_call("starred", node.value), node.value)
+        return node
 
     # -- statements ----------------------------------------------------------------------------
 
@@ -376,8 +381,11 @@ class Rewriter(ast.NodeTransformer):
         return self._visit_children(node)
 
     def visit_Assign(self, node):
-        """'a = b': targets and value are rewritten."""
-        return self._visit_children(node)
+        """'a = b': targets and value are rewritten; 'a, *b = it' becomes 'a, *b = __st_starred__(it)'."""
+        node = self._visit_children(node)
+        if any(isinstance(n, ast.Starred) for t in node.targets for n in ast.walk(t)):
+            node.value = ast.copy_location(_call("starred", node.value), node.value)
+        return node
 
     def visit_AnnAssign(self, node):
         """'a: T = b': target, annotation and value are rewritten."""
