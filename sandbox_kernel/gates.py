@@ -1085,6 +1085,12 @@ class Gates:
             return value
         return self.sized(list, value)
 
+    def starred_rows(self, rows):
+        """The rows of 'for a, *b in rows', each charged as 'a, *b = row' would be."""
+        starred = self.starred
+        for row in rows:
+            yield starred(row)
+
     def charge_consumed(self, args):
         """What C will consume from these iterables is charged as ticks before it starts."""
         for arg in args:

@@ -88,6 +88,10 @@ def _small_int_const(node: ast.expr) -> bool:
 _OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<"}
 
 
+def _has_starred(target) -> bool:
+    return any(isinstance(n, ast.Starred) for n in ast.walk(target))
+
+
 def _private_mangled(name: str, class_name: str | None) -> str:
     """The variable Python means by name inside class class_name: '__m' is '_K__m' there, and a
     body may name it either way."""
@@ -383,7 +387,7 @@ class Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         """'a = b': targets and value are rewritten; 'a, *b = it' becomes 'a, *b = __st_starred__(it)'."""
         node = self._visit_children(node)
-        if any(isinstance(n, ast.Starred) for t in node.targets for n in ast.walk(t)):
+        if any(_has_starred(t) for t in node.targets):
             node.value = ast.copy_location(_call("starred", node.value), node.value)
         return node
 
@@ -469,6 +473,9 @@ class Rewriter(ast.NodeTransformer):
         if hasattr(node, "target"):
             node.target = self.visit(node.target)
             node.iter = self.visit(node.iter)
+            if _has_starred(node.target) and not isinstance(node, ast.AsyncFor):
+                # 'for a, *b in rows': each row is charged like 'a, *b = row'
+                node.iter = ast.copy_location(_call("starred_rows", node.iter), node.iter)
         else:
             node.test = self.visit(node.test)
         node.body = [ast.copy_location(_tick_stmt(), node)] + self._visit_body(node.body)
@@ -630,6 +637,8 @@ class Rewriter(ast.NodeTransformer):
         """'for x in it if c' becomes 'for x in it if __st_tick__() is None if c'."""
         node.target = self.visit(node.target)
         node.iter = self.visit(node.iter)
+        if _has_starred(node.target) and not node.is_async:
+            node.iter = ast.copy_location(_call("starred_rows", node.iter), node.iter)
         node.ifs = [ast.Compare(left=_call("tick"), ops=[ast.Is()], comparators=[_const(None)])] + \
             [self.visit(i) for i in node.ifs]
         return node

@@ -148,6 +148,8 @@ def _ends_within_limits(source):
     "a, *b = range(10**9)",
     "x = print(*range(10**9))",
     "x = {*map(abs, range(10**9))}",
+    "for a, *b in [range(10**9)]:\n    x = b",
+    "x = [b for a, *b in [range(10**9)]]",
 ])
 def test_c_consumers_end_within_limits(source):
     result = _ends_within_limits(source)
