@@ -164,6 +164,7 @@ def make_builtins(engine) -> dict:
         "__st_format__": gates.format,
         "__st_percent__": gates.percent,
         "__st_starred__": gates.starred,
+        "__st_unpacked__": gates.unpacked,
         "__st_starred_rows__": gates.starred_rows,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
     })

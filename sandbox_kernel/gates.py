@@ -1090,11 +1090,30 @@ class Gates:
             return value
         return self.sized(list, value)
 
-    def starred_rows(self, rows):
+    def unpacked(self, value, shape):
+        """'(a, *b), c = value': every level of the target that holds a star, at any depth, is made
+        material through the sized gate (C would build it uncharged); shape comes from the rewriter."""
+        if shape is None:
+            return value
+        star, children = shape
+        items = self.starred(value)
+        n, k = len(children), len(items)
+        if star < 0:
+            if k != n:
+                return items   # Python raises the usual "too many / not enough values"
+            return [self.unpacked(v, c) for v, c in zip(items, children)]
+        after = n - star - 1
+        if k < n - 1:
+            return items
+        head = [self.unpacked(v, c) for v, c in zip(items[:star], children[:star])]
+        tail = [self.unpacked(v, c) for v, c in zip(items[k - after:], children[star + 1:])] if after else []
+        return head + list(items[star:k - after]) + tail
+
+    def starred_rows(self, rows, shape=None):
         """The rows of 'for a, *b in rows', each charged as 'a, *b = row' would be."""
-        starred = self.starred
+        unpacked = self.unpacked
         for row in rows:
-            yield starred(row)
+            yield unpacked(row, shape) if shape is not None else self.starred(row)
 
     def charge_consumed(self, args):
         """What C will consume from these iterables is charged as ticks before it starts."""

@@ -92,6 +92,18 @@ def _has_starred(target) -> bool:
     return any(isinstance(n, ast.Starred) for n in ast.walk(target))
 
 
+def _unpack_shape(target) -> ast.expr:
+    """What the starred gate must materialise for a target, as a constant: None where nothing below
+    is starred, else (index of the star at this level or -1, child shapes)."""
+    if isinstance(target, ast.Starred):
+        return _unpack_shape(target.value)
+    if not isinstance(target, (ast.Tuple, ast.List)) or not _has_starred(target):
+        return _const(None)
+    star = next((i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)), -1)
+    return ast.Tuple(elts=[_const(star), ast.Tuple(elts=[_unpack_shape(e) for e in target.elts], ctx=ast.Load())],
+                     ctx=ast.Load())
+
+
 def _private_mangled(name: str, class_name: str | None) -> str:
     """The variable Python means by name inside class class_name: '__m' is '_K__m' there, and a
     body may name it either way."""
@@ -387,7 +399,9 @@ class Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node):
         """'a = b': targets and value are rewritten; 'a, *b = it' becomes 'a, *b = __st_starred__(it)'."""
         node = self._visit_children(node)
-        if any(_has_starred(t) for t in node.targets):
+        if len(node.targets) == 1 and _has_starred(node.targets[0]):
+            node.value = ast.copy_location(_call("unpacked", node.value, _unpack_shape(node.targets[0])), node.value)
+        elif any(_has_starred(t) for t in node.targets):
             node.value = ast.copy_location(_call("starred", node.value), node.value)
         return node
 
@@ -475,7 +489,8 @@ class Rewriter(ast.NodeTransformer):
             node.iter = self.visit(node.iter)
             if _has_starred(node.target) and not isinstance(node, ast.AsyncFor):
                 # 'for a, *b in rows': each row is charged like 'a, *b = row'
-                node.iter = ast.copy_location(_call("starred_rows", node.iter), node.iter)
+                node.iter = ast.copy_location(_call("starred_rows", node.iter, _unpack_shape(node.target)),
+                                              node.iter)
         else:
             node.test = self.visit(node.test)
         node.body = [ast.copy_location(_tick_stmt(), node)] + self._visit_body(node.body)
@@ -638,7 +653,7 @@ class Rewriter(ast.NodeTransformer):
         node.target = self.visit(node.target)
         node.iter = self.visit(node.iter)
         if _has_starred(node.target) and not node.is_async:
-            node.iter = ast.copy_location(_call("starred_rows", node.iter), node.iter)
+            node.iter = ast.copy_location(_call("starred_rows", node.iter, _unpack_shape(node.target)), node.iter)
         node.ifs = [ast.Compare(left=_call("tick"), ops=[ast.Is()], comparators=[_const(None)])] + \
             [self.visit(i) for i in node.ifs]
         return node
