@@ -502,9 +502,18 @@ class Rewriter(ast.NodeTransformer):
     visit_While = _loop
 
     def _with(self, node):
-        """'with a as b': items and body are rewritten."""
+        """'with a as b': items and body are rewritten. A starred target, 'with m as ((a, *b), c)',
+        becomes 'with m as __st_with0__' and '((a, *b), c) = __st_unpacked__(__st_with0__, shape)'
+        first in the body, so the unpacking is charged like an assignment's."""
         node.items = [self.visit(i) for i in node.items]
-        node.body = self._visit_body(node.body)
+        unpack = []
+        for i, item in enumerate(node.items):
+            if item.optional_vars is not None and _has_starred(item.optional_vars):
+                temp = f"{GATE_PREFIX}with{i}__"
+                value = _call("unpacked", ast.Name(id=temp, ctx=ast.Load()), _unpack_shape(item.optional_vars))
+                unpack.append(ast.copy_location(ast.Assign(targets=[item.optional_vars], value=value), item.optional_vars))
+                item.optional_vars = ast.Name(id=temp, ctx=ast.Store())
+        node.body = unpack + self._visit_body(node.body)
         return node
 
     visit_With = _with
