@@ -30,7 +30,7 @@ from typing import Callable
 from . import confine, render
 from .builtins_table import make_builtins
 from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied
-from .gates import CURRENT_GATES, DEFAULT_MAX_BYTES, Gates
+from .gates import CURRENT_GATES, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
@@ -91,7 +91,7 @@ class Engine:
         self._rich_bytes = 0
         self._limits = limits
         # sizes are checked against this cell's memory limit (a %%sandbox --memory tightens them too)
-        self.gates.max_bytes = limits.memory_mb * 1024 * 1024 if limits.memory_mb else DEFAULT_MAX_BYTES
+        self.gates.set_memory_limit(limits.memory_mb)
         # The cell runs in the engine's own Context; its events are delivered in the caller's (the
         # kernel keys its parent message header on a ContextVar).
         caller = contextvars.copy_context()

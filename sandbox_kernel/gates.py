@@ -335,7 +335,11 @@ class Gates:
         self._denied_pairs: set = set()   # (class or module, attribute)
         self._unresolved = list(policy.object_deny)
         self._resolve_object_rules()
-        self.max_bytes = (policy.limits.memory_mb * 1024 * 1024) if policy.limits.memory_mb else DEFAULT_MAX_BYTES
+        self.set_memory_limit(policy.limits.memory_mb)
+
+    def set_memory_limit(self, memory_mb) -> None:
+        """The size checks' cap: one step may build at most the memory limit (the policy's, or a cell's)."""
+        self.max_bytes = memory_mb * 1024 * 1024 if memory_mb else DEFAULT_MAX_BYTES
 
     # -- denial plumbing -------------------------------------------------------------------------
 
@@ -714,16 +718,11 @@ class Gates:
         if t is types.GenericAlias:
             # np.typing.NDArray is ndarray[...]: calling an alias calls its origin, so a guarded origin
             # is swapped for its stand-in (subscripting the result keeps it)
-            guard = _guards.CALL_GUARDS.get(value.__origin__) if isinstance(value.__origin__, type) else None
-            if guard is not None:
-                return types.GenericAlias(self.guarded(value.__origin__, guard), value.__args__)
+            origin = self.handed_out(value.__origin__)
+            if origin is not value.__origin__:
+                return types.GenericAlias(origin, value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
-            try:
-                guard = _guards.CALL_GUARDS.get(value)
-            except TypeError:   # Annotated[int, {...}] does not hash
-                guard = None
-            if guard is not None:
-                return self.guarded(value, guard)
+            return self.handed_out(value)
         ok = self._instance_types.get(t)
         if ok is None:
             ok = not (type(t.__module__) is str and t.__module__.startswith("sandbox_kernel")) \
@@ -762,6 +761,14 @@ class Gates:
         if _origin(target) in FORBIDDEN_ORIGINS:
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{target.__module__}' are not available"))
         return value
+
+    def handed_out(self, value):
+        """value as a cell receives it: the guarded stand-in where value has a guard, else value."""
+        try:
+            guard = _guards.CALL_GUARDS.get(value)
+        except TypeError:   # unhashable (Annotated[int, {...}], a list of Callable parameters)
+            return value
+        return value if guard is None else self.guarded(value, guard)
 
     def guarded(self, value, guard):
         """The guarded stand-in for a function or class, one per engine, so every route to it (module

@@ -37,7 +37,7 @@ if not hasattr(_numpyguard, "guard_array_new"):
 
 from .confine import cell_is_running
 from .denials import CallDenied, SizeDenied
-from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _estimated_length, _no_auto_open,
+from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open,
                     _type_name, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
 
@@ -351,16 +351,9 @@ def _guard_decimal_activation(fn, gates):
 def _guard_typing_introspection(fn, gates):
     """typing.get_origin / get_args hand back the classes inside an alias (get_origin(typing.Deque[int])
     is deque): a guarded class comes back as its stand-in, as from any other read."""
-    def reguarded(value):
-        try:
-            guard = CALL_GUARDS.get(value)
-        except TypeError:   # unhashable (a list of Callable parameters)
-            return value
-        return gates.guarded(value, guard) if guard is not None else value
-
     def introspect(tp):
         result = fn(tp)
-        return tuple(reguarded(r) for r in result) if type(result) is tuple else reguarded(result)
+        return tuple(map(gates.handed_out, result)) if type(result) is tuple else gates.handed_out(result)
     introspect.__name__ = fn.__name__
     introspect.__doc__ = fn.__doc__
     return runtime_callable(introspect)
@@ -542,11 +535,7 @@ def _guard_consumer(fn, gates):
     """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
     length is charged as ticks before they start, like list() and sum()."""
     def charge(args):
-        for arg in args[:2]:
-            if not callable(arg):
-                n = _estimated_length(arg)
-                if n > 1000 and gates.budget is not None:
-                    gates.budget.charge(n)
+        gates.charge_consumed([arg for arg in args[:2] if not callable(arg)])
 
     def consumer(*args, **kwargs):
         charge(args)
