@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from childcell import run_cell_in_child
+from rawview import assert_no_full_escape, assert_no_raw_view
 
 
 # --- 1. deepcopy's memo is the cell's: it maps a library object's state keys to '__array_interface__' ------
@@ -41,44 +42,18 @@ except Exception:
     pass
 """
 
-OVERWRITE_TAU = """\
-if made:
-    t[0] = 0x4008000000000000
-ok_made = math.tau == 3.0
-"""
-
-FULL_ESCAPE = """\
-if made:
-    def rd(a):
-        return int(view(a, 1)[0])
-    def wr(a, v):
-        view(a, 1)[0] = v
-    L = [None]
-    b = rd(id(json.dumps) + 24)          # a Python function's func_builtins: the real builtins dict
-    wr(b, rd(b) + 1000)
-    wr(rd(id(L) + 24), b)
-    L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > MARKER')", {})
-"""
-
-MEMO_REASON = ("BYPASS R12-1 (full escape): copy.deepcopy(x, memo) with the cell's memo: memo[id(memo)] = a "
-               "no-op sink hides nested copies from _guard_copy's pair check, and memo[id('skipkeys')] = "
-               "'__array_interface__', memo[id(False)] = iface rewrite a JSONEncoder's state while it is "
-               "deep-copied; np.asarray(copy[0]) views any address")
+# Was: R12-1 (full escape): copy.deepcopy(x, memo) with the cell's memo: memo[id(memo)] = a no-op sink hides
+# nested copies from _guard_copy's pair check, and memo[id('skipkeys')] = '__array_interface__',
+# memo[id(False)] = iface rewrite a JSONEncoder's state while it is deep-copied; np.asarray(copy[0]) views
+# any address
 
 
 def test_deepcopy_memo_does_not_plant_raw_protocols_in_library_instances():
-    result = run_cell_in_child(RAW_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
-                               report=("status", "ename"), timeout=60)
-    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
-        f"numpy viewed raw memory through a deep-copied library instance ({result})"
+    assert_no_raw_view(RAW_VIEW, "numpy viewed raw memory through a deep-copied library instance")
 
 
 def test_deepcopy_memo_is_not_a_full_escape(tmp_path):
-    marker = tmp_path / "pwned.txt"
-    result = run_cell_in_child(RAW_VIEW + FULL_ESCAPE.replace("MARKER", str(marker)), hard_exit=True,
-                               report=("status", "ename", "denials"), timeout=60)
-    assert not marker.exists(), f"os.system ran ({result})"
-    assert result.get("denials"), result
+    assert_no_full_escape(RAW_VIEW, tmp_path)
 
 
 # --- 2. the same without passing a memo: a cell __deepcopy__ earlier in the container gets deepcopy's memo --
@@ -107,17 +82,14 @@ except Exception:
     pass
 """
 
-HOOK_REASON = ("BYPASS R12-2 (full escape): a cell class's __deepcopy__(memo) runs first in "
-               "deepcopy([Evil(), json.JSONEncoder()]) and rewrites the shared memo (keep-alive list -> sink, "
-               "id('skipkeys') -> '__array_interface__', id(False) -> iface): the encoder's copy carries the raw "
-               "protocol and np.asarray views any address")
+# Was: R12-2 (full escape): a cell class's __deepcopy__(memo) runs first in deepcopy([Evil(),
+# json.JSONEncoder()]) and rewrites the shared memo (keep-alive list -> sink, id('skipkeys') ->
+# '__array_interface__', id(False) -> iface): the encoder's copy carries the raw protocol and np.asarray
+# views any address
 
 
 def test_deepcopy_hook_cannot_rewrite_the_memo_of_a_library_copy():
-    result = run_cell_in_child(HOOK_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
-                               report=("status", "ename"), timeout=60)
-    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
-        f"numpy viewed raw memory through a deep-copied library instance ({result})"
+    assert_no_raw_view(HOOK_VIEW, "numpy viewed raw memory through a deep-copied library instance")
 
 
 # --- 3. starred targets below the top level are built in C uncharged ----------------------------------------
@@ -193,24 +165,17 @@ if made:
     L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > MARKER')", {})
 """
 
-RESIZE_REASON = ("BYPASS R12-4 (full escape): a = np.zeros(1000, int64); v = a[:]; a.resize(big, refcheck=False) "
-                 "frees a's old block under v; np.empty(1000, object) reuses it, so v reads/writes its pointers "
-                 "(addrof/fakeobj); a fake bytearray over all memory gives arbitrary read/write")
+# Was: R12-4 (full escape): a = np.zeros(1000, int64); v = a[:]; a.resize(big, refcheck=False) frees a's old
+# block under v; np.empty(1000, object) reuses it, so v reads/writes its pointers (addrof/fakeobj); a fake
+# bytearray over all memory gives arbitrary read/write
 
 
 def test_resize_without_refcheck_leaves_no_dangling_view():
-    result = run_cell_in_child(RESIZE_VIEW + OVERWRITE_TAU, ns=("ok_made", "made"), hard_exit=True,
-                               report=("status", "ename"), timeout=60)
-    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
-        f"a dangling view read an object array's pointers ({result})"
+    assert_no_raw_view(RESIZE_VIEW, "a dangling view read an object array's pointers")
 
 
 def test_resize_without_refcheck_is_not_a_full_escape(tmp_path):
-    marker = tmp_path / "pwned.txt"
-    result = run_cell_in_child(RESIZE_VIEW + RESIZE_ESCAPE.replace("MARKER", str(marker)), hard_exit=True,
-                               report=("status", "ename", "denials"), timeout=60)
-    assert not marker.exists(), f"os.system ran ({result})"
-    assert result.get("denials"), result
+    assert_no_full_escape(RESIZE_VIEW, tmp_path, tail=RESIZE_ESCAPE)
 
 
 def test_nested_starred_unpacking_keeps_python_semantics(run):
