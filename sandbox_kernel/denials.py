@@ -10,6 +10,29 @@ BaseException and the gates re-raise them at every later checkpoint (see limits.
 """
 from __future__ import annotations
 
+# Set on every refusal and limit the runtime itself raises. A cell that gets hold of a denial's class
+# (type(e)) can make an instance that says anything; without this mark it is reported as the cell's
+# own error, never as a denial. The name is private, so the gates keep cells from writing it.
+_GENUINE = "_sandbox_genuine"
+_MARK = object()
+
+
+def genuine(exc):
+    """Mark `exc` as raised by the sandbox runtime (returns it, for `raise genuine(...)`)."""
+    exc.__dict__[_GENUINE] = _MARK
+    return exc
+
+
+def is_genuine(exc) -> bool:
+    return getattr(exc, "__dict__", {}).get(_GENUINE) is _MARK
+
+
+# Every class name a refusal or a limit can carry: a cell's own exception by one of these names is
+# shown as the cell's (see SandboxKernel).
+def denial_names() -> frozenset:
+    return frozenset(name for name, value in globals().items()
+                     if isinstance(value, type) and issubclass(value, (SandboxViolation, LimitExceeded)))
+
 
 class SandboxViolation(Exception):
     """Base of every refusal that a cell may observe and handle."""

@@ -29,7 +29,7 @@ from typing import Callable
 
 from . import confine, render
 from .builtins_table import make_builtins
-from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied
+from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied, genuine, is_genuine
 from .gates import CURRENT_GATES, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
@@ -112,7 +112,7 @@ class Engine:
         if tripped is not None and not isinstance(error, LimitExceeded):
             error = tripped   # the cell swallowed its limit; it still ended because of it
         elif isinstance(error, MemoryError) and not isinstance(error, SandboxViolation) and self.budget.numpy_refused:
-            refused = MemoryLimitExceeded(
+            refused = genuine(MemoryLimitExceeded(
                 f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): numpy was refused "
                 f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name)
             error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
@@ -524,7 +524,8 @@ def _drive(coro):
 
 def _is_ours(exc: BaseException) -> bool:
     """A refusal or limit of the runtime itself (cells cannot subclass these; checked exactly anyway)."""
-    return isinstance(exc, (SandboxViolation, LimitExceeded)) and type(exc).__module__ == "sandbox_kernel.denials"
+    return isinstance(exc, (SandboxViolation, LimitExceeded)) and type(exc).__module__ == "sandbox_kernel.denials" \
+        and is_genuine(exc)
 
 
 def _innermost_cell_line(exc: BaseException) -> int | None:
@@ -546,6 +547,6 @@ def _cell_label(filename: str | None) -> str:
 def _as_cancel(exc, policy):
     from .denials import Cancelled
 
-    c = Cancelled("the cell was interrupted", policy=policy.name)
+    c = genuine(Cancelled("the cell was interrupted", policy=policy.name))
     c.__traceback__ = exc.__traceback__
     return c

