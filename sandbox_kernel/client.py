@@ -20,6 +20,7 @@ from jupyter_client.manager import KernelManager
 
 from .install import DEFAULT_NAME
 
+_PLOTLY = "application/vnd.plotly.v1+json"
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data", "clear_output",
                  "comm_open", "comm_msg", "comm_close")
 
@@ -134,6 +135,11 @@ def _result(reply: dict, outputs: list[dict]) -> dict:
         "outputs": outputs,
         "user_expressions": content.get("user_expressions", {}),
     }
+    # A chart whose copy in the reply did not fit the cell's display cap was still displayed.
+    displayed = [o["data"][_PLOTLY] for o in outputs
+                 if o["type"] in ("display_data", "execute_result") and _PLOTLY in (o.get("data") or {})]
+    if len(displayed) > len(result["charts"]):
+        result["charts"] = displayed
     if result["error"] is None and content.get("status") == "error":
         result["error"] = {"ename": content.get("ename"), "evalue": content.get("evalue"),
                            "traceback": content.get("traceback", [])}
