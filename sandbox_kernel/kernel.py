@@ -342,7 +342,9 @@ class SandboxKernel(IPythonKernel):
         done = self._run(parsed.code, policy, cell, silent, count)
         summary.update(_summary_from(done, cell))
         summary["denials"] = list(self._cell_denials)
-        summary["os_layers"] = self._active_layers()
+        summary["os_layers"], degraded = self._active_layers()
+        if degraded:
+            summary["degraded"] = True
         if notes:
             summary["output"] = notes + summary["output"]
         if store_history and not silent and self._history:
@@ -470,16 +472,18 @@ class SandboxKernel(IPythonKernel):
                 notes.append(self._audit_text())
         return policy, "".join(notes)
 
-    def _active_layers(self) -> list:
-        """The OS layers confining the cell's worker (Landlock, seccomp, rlimits ...), for agents."""
+    def _active_layers(self) -> tuple[list, bool]:
+        """The OS layers confining the cell's worker (Landlock, seccomp, rlimits ...), and whether the
+        level runs degraded (a layer it needs is missing, which the operator allowed), for agents."""
         if self._backend is None:
-            return []
+            return [], False
         try:
             layers = (self._backend.status() or {}).get("os_layers") or {}
         except Exception:
-            return []
+            return [], False
         active = layers.get("active") if isinstance(layers, dict) else None
-        return list(active) if isinstance(active, (list, tuple)) else []
+        degraded = isinstance(layers, dict) and layers.get("degraded") is True
+        return [str(a) for a in active] if isinstance(active, (list, tuple)) else [], degraded
 
     def _worker_for(self, policy: Policy) -> str:
         """A worker whose OS limits are tighter than `policy` needs is replaced (state is lost)."""
@@ -519,6 +523,7 @@ class SandboxKernel(IPythonKernel):
                  f"files: {'working directory only' if policy.files else 'off'}; "
                  f"network: {'on' if policy.network else 'off'}",
                  f"isolation: {self.current_isolation} (weakest allowed: {self.isolation_floor})",
+                 f"protection: {_protection(self.current_isolation, status.get('os_layers'))}",
                  f"os layers: {_describe_layers(status.get('os_layers'))}",
                  f"os layer details: {json.dumps(status.get('os_layers') or {}, default=str)}",
                  f"worker: {json.dumps(status.get('worker'), default=str)}",
@@ -705,6 +710,26 @@ def _describe_layers(layers) -> str:
     active = ", ".join(layers.get("active") or []) or "none"
     failed = ", ".join(str(f) for f in layers.get("failed") or []) or "none"
     return f"active: {active}; failed: {failed}; degraded: {'yes' if layers.get('degraded') else 'no'}"
+
+
+def _protection(level: str, layers) -> str:
+    """What the level holds against, in one honest sentence (docs/security.md has the detail)."""
+    if level == "none":
+        return ("the Python gates only, in the kernel's own process: this contains cooperative code "
+                "(mistakes, runaway loops), not an attacker; a gap in the gates gives a cell the kernel's "
+                "process and your account. Use isolation 'kernel' for untrusted code.")
+    if level == "process":
+        return ("the Python gates and a separate worker process (a crash or memory bomb ends the worker, not "
+                "the kernel); the OS does not confine the worker, so code that gets past the gates can read "
+                "your files and reach the network. Use isolation 'kernel' for untrusted code.")
+    failed = layers.get("failed") if isinstance(layers, dict) else None
+    if isinstance(layers, dict) and layers.get("degraded"):
+        return (f"DEGRADED: the OS layers {', '.join(map(str, failed or [])) or '(unknown)'} are not applied "
+                "(the operator allowed degraded mode); what they would stop is open to code that gets past "
+                "the gates.")
+    return ("the Python gates, and the OS confines the worker (no files outside the working directory, no "
+            "network unless the policy allows it, no processes, no signals to other processes) even if a "
+            "cell gets past the gates.")
 
 
 def _silence_alarm() -> None:

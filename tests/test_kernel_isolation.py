@@ -89,3 +89,15 @@ def test_kernel_level_runs_confined_or_not_at_all(tmp_path):
         assert client.run("%sandbox_isolation process")["status"] == "error"   # below the ceiling
     finally:
         client.shutdown()
+
+
+def test_status_says_what_each_level_holds_against(kernel):
+    """Levels `none` and `process` are honest: they contain cooperative code and crashes, not attackers."""
+    assert "Use isolation 'kernel' for untrusted code" in kernel.run("%sandbox_status")["output"]
+    kernel.run("%sandbox_isolation none")
+    status = kernel.run("%sandbox_status")["output"]
+    assert "not an attacker" in status and "Use isolation 'kernel'" in status
+    kernel.run("%sandbox_isolation kernel")
+    status = kernel.run("%sandbox_status")
+    assert "the OS confines the worker" in status["output"] and "degraded" not in status
+    kernel.run("%sandbox_isolation process")
