@@ -726,7 +726,8 @@ class _Walk:
                 return self.put(out, key, value)
             if types <= _SCALAR_TYPES:
                 return self.put(out, key, _clean_strings(value, types))
-            if types == {list}:  # rows of a table or a matrix: one C pass over all cells
+            if types == {list} and len(set(map(id, value))) == len(value):
+                # rows of a table or a matrix (each its own list): one C pass over all cells
                 cells = list(chain.from_iterable(value))
                 cell_types = _element_types(cells)
                 if cell_types <= _NUMERIC_TYPES or (
