@@ -171,3 +171,206 @@ def kernel_level_problem():
         return "Landlock is not available on this kernel"
     ok, why = seccomp.available()
     return None if ok else why
+
+
+# -- the breach suite (tests/test_breach_*.py) -------------------------------------------------------
+# A worker owned by the cell: RogueEngine runs each cell as plain Python inside a real `kernel` worker,
+# so what a cell cannot do is exactly what the OS layers take away. One worker per Landlock ABI, shared
+# by the tests of a module (module fixtures in tests/test_breach_*.py).
+
+VICTIM_CODE = r"""
+import ctypes, os, platform, signal, sys, time
+log = sys.argv[1]
+if os.geteuid() == 0:
+    # Hold no capability, as an ordinary user's processes do: otherwise the kernel's capability rules
+    # (a process may not renice or inspect one with more capabilities) would hide what the sandbox
+    # does or does not stop when the tests run as root.
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    nr = {"x86_64": 126, "aarch64": 91, "riscv64": 91}[platform.machine()]
+    assert libc.syscall(nr, header, data) == 0, ctypes.get_errno()
+def record(signum, frame):
+    with open(log, "a") as fh:
+        fh.write(signal.Signals(signum).name + "\n")
+for name in ("SIGUSR1", "SIGUSR2", "SIGIO", "SIGURG", "SIGWINCH", "SIGHUP", "SIGTERM", "SIGINT",
+             "SIGALRM", "SIGCONT", "SIGPIPE"):
+    signal.signal(getattr(signal, name), record)
+with open(log + ".ready", "w") as fh:
+    fh.write(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+
+
+class Victim:
+    """A process the TEST starts (never the worker), in its own session: it writes the name of every
+    signal it catches to a file, and SIGKILL/SIGSTOP would end or freeze it. Same user as the worker,
+    so only the sandbox stands between them."""
+
+    def __init__(self, directory, secret: str = "VICTIM-ENV-SECRET"):
+        import os
+        import subprocess
+        import sys
+        import time
+
+        self.log = os.path.join(str(directory), f"victim-{time.monotonic_ns()}.log")
+        env = {"PATH": os.environ.get("PATH", ""), "VICTIM_SECRET": secret}
+        self.proc = subprocess.Popen([sys.executable, "-S", "-c", VICTIM_CODE, self.log], env=env,
+                                     start_new_session=True, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+        for _ in range(400):
+            if os.path.exists(self.log + ".ready"):
+                break
+            time.sleep(0.01)
+        else:
+            raise RuntimeError("the victim process did not start")
+        self.affinity0, self.nice0 = self.affinity(), self.nice()
+        self.scheduler0, self.ioprio0, self.nofile0 = self.scheduler(), self.ioprio(), self.nofile()
+
+    def alive(self) -> bool:
+        import os
+
+        if self.proc.poll() is not None:
+            return False
+        with open(f"/proc/{self.pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("T", "t", "Z", "X")
+
+    def signals(self) -> list[str]:
+        import os
+
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as fh:
+            return fh.read().split()
+
+    def affinity(self):
+        import os
+
+        return sorted(os.sched_getaffinity(self.pid))
+
+    def nice(self):
+        import os
+
+        return os.getpriority(os.PRIO_PROCESS, self.pid)
+
+    def scheduler(self):
+        import os
+
+        return os.sched_getscheduler(self.pid), os.sched_getparam(self.pid).sched_priority
+
+    def ioprio(self):
+        return ioprio_get(self.pid)
+
+    def nofile(self):
+        import resource
+
+        return resource.prlimit(self.pid, resource.RLIMIT_NOFILE)
+
+    def untouched(self) -> list[str]:
+        """What changed about the victim since it started (empty when nothing did)."""
+        changes = []
+        if not self.alive():
+            changes.append(f"not running (exit {self.proc.poll()})")
+            return changes
+        if self.signals():
+            changes.append(f"caught {self.signals()}")
+        for what, before, now in (("affinity", self.affinity0, self.affinity()), ("nice", self.nice0, self.nice()),
+                                  ("scheduler", self.scheduler0, self.scheduler()),
+                                  ("ioprio", self.ioprio0, self.ioprio()), ("nofile", self.nofile0, self.nofile())):
+            if before != now:
+                changes.append(f"{what} {before} -> {now}")
+        return changes
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(5)
+
+
+def ioprio_get(pid: int) -> int:
+    import ctypes
+
+    import pyseccomp
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    nr = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "ioprio_get")
+    return int(libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(pid)))
+
+
+class UnixDatagramServer:
+    """A Unix datagram socket at a path (and one in the abstract namespace) recording what arrives."""
+
+    def __init__(self, directory):
+        import os
+        import time
+
+        self.path = os.path.join(str(directory), f"dgram-{time.monotonic_ns()}.sock")
+        self.abstract = f"\0sandbox-breach-{os.getpid()}-{time.monotonic_ns()}"
+        self.socks = []
+        for address in (self.path, self.abstract):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.bind(address)
+            s.setblocking(False)
+            self.socks.append(s)
+
+    def received(self) -> list[bytes]:
+        got = []
+        for s in self.socks:
+            while True:
+                try:
+                    got.append(s.recv(65536))
+                except (BlockingIOError, OSError):
+                    break
+        return got
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+# Run once in every rogue worker: raw system calls by name (numbers from libseccomp for this machine).
+ROGUE_PRELUDE = r"""
+import ctypes, errno, fcntl, os, resource, signal, socket, struct, sys, time
+import pyseccomp
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def sc(name, *args):
+    nr = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+    assert nr >= 0, name
+    conv = [a if isinstance(a, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure)) or
+            type(a).__name__ == "CArgObject" else ctypes.c_long(a) for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *conv)
+    if r == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{name}: {os.strerror(e)}")
+    return r
+
+def siginfo(signum):
+    buf = ctypes.create_string_buffer(128)
+    struct.pack_into("iii", buf, 0, signum, 0, -1)   # si_signo, si_errno, si_code = SI_QUEUE
+    struct.pack_into("ii", buf, 16, os.getpid(), os.getuid())
+    return buf
+'ready'
+"""
+
+
+def breach_worker(level, policy, workdir, *, landlock_abi=None, degraded=False, extra_read=(), **options):
+    """A worker whose cells run as plain Python (RogueEngine), prelude loaded."""
+    import os
+
+    from sandbox_kernel.isolation import make_backend
+
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    b = make_backend(level, policy, str(workdir), spare=False, warm=("numpy",), grace=1.0, cancel_grace=1.0,
+                     engine="isolation_support:RogueEngine", extra_sys_path=[tests_dir],
+                     extra_read=[str(p) for p in extra_read], landlock_abi=landlock_abi, degraded=degraded,
+                     **options)
+    if b.wait_ready():
+        r = Run(b, ROGUE_PRELUDE)
+        assert r.ok, r.error
+    return b

@@ -36,7 +36,9 @@ def test_plan_reads_python_but_not_home_etc_or_the_kernel_cwd(tmp_path):
     for forbidden in ("/", "/etc", "/home", "/root", "/tmp", "/usr", "/proc", "/var", os.path.expanduser("~")):
         assert os.path.realpath(forbidden) not in rules or os.path.realpath(forbidden) == os.path.realpath(str(tmp_path))
     assert any(os.path.realpath(sys.executable).startswith(p) for p in rules)
-    assert f"/proc/{os.getpid()}" in rules and "/proc/self" not in rules
+    # the worker's own /proc files that Python and the libraries read, never the directory (net/)
+    assert f"/proc/{os.getpid()}/statm" in rules and f"/proc/{os.getpid()}" not in rules
+    assert "/proc/self" not in rules and not any("/net" in p for p in rules)
     resolver = [p for p in ll.NETWORK_READ_PATHS if os.path.exists(p)]
     assert not any(os.path.realpath(p) in rules for p in resolver)
     with_net = dict(ll.plan(str(tmp_path), network=True))

@@ -2,13 +2,21 @@
 
 What the worker may touch after :func:`restrict`:
 
-* read-write (no execute, no device nodes, no sockets) beneath the sandbox working directory;
+* read-write (no execute, no device nodes, no sockets) beneath one directory: the sandbox working
+  directory when the policy has files and the directory is safe, else a private empty one, or none;
 * read-only beneath what Python needs to import anything, now or lazily later: the interpreter's
   prefixes, every ``sys.path`` directory, this package, the shared-library directories, the loader
-  cache, time zone data, ``/proc/self``, CPU topology in ``/sys``;
+  cache, time zone data, a few files of ``/proc/self`` (never ``net/``), CPU topology in ``/sys``;
 * ``/dev/null`` (read-write), ``/dev/urandom``, ``/dev/random``, ``/dev/zero`` (read);
 * nothing else. No path gets the EXECUTE right: the dynamic loader maps libraries with ``mmap``, which
   Landlock treats as reading, so ``execve`` is refused by Landlock as well as by seccomp.
+
+Every rule is checked by ``workdir.grant_refusal`` against the places the host trusts (home, SSH keys,
+Jupyter and IPython directories, the connection file; no write on the Python installation or this
+package): a rule that would reach one is dropped, whoever asked for it.
+
+``restrict(..., abi_cap=N)`` handles only what ABI ``min(N, host)`` handles (the test matrix runs every
+ABI on one host); seccomp covers what a lower ABI leaves open (see seccomp.py).
 
 From ABI 4 TCP bind/connect are also handled (refused unless the policy grants network); from ABI 6
 the worker may not signal processes outside its domain (the kernel, other programs) nor connect to
@@ -160,19 +168,43 @@ NETWORK_READ_PATHS = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/
                       "/etc/ca-certificates", "/usr/share/ca-certificates"]
 DEVICE_PATHS = {"/dev/null": READ_FILE | WRITE_FILE, "/dev/urandom": READ_FILE,
                 "/dev/random": READ_FILE, "/dev/zero": READ_FILE}
+# What of /proc/<pid> Python, glibc, numpy and the engine read (statm: memory baseline and sampler;
+# maps: pthread_getattr_np on the main thread; status/stat/limits/comm/cmdline: process introspection
+# in libraries; fd: listing its own descriptors; opening one of its magic links is checked against the
+# target's own path). Never the directory: /proc/<pid>/net (and task/<tid>/net) lists every socket of
+# the network namespace, the kernel's ports included; mountinfo names host paths.
+PROC_SELF = {"stat": READ_FILE, "statm": READ_FILE, "status": READ_FILE, "maps": READ_FILE,
+             "limits": READ_FILE, "comm": READ_FILE, "cmdline": READ_FILE, "fd": READ_DIR}
 
 
-def plan(workdir: str, *, network: bool = False, extra_read: list[str] | tuple = ()) -> list[tuple[str, int]]:
-    """(path, rights) pairs for :func:`restrict`, deduplicated, nonexistent paths dropped."""
-    rules: dict[str, int] = {}
+class Plan:
+    """The rules of one confinement, and the rules refused because they reached a protected place."""
+
+    def __init__(self):
+        self.rules: dict[str, int] = {}
+        self.refused: list[str] = []
+
+
+def build_plan(writable: str | None, *, network: bool = False, extra_read=(), places=()) -> Plan:
+    """(path, rights) for :func:`restrict`: deduplicated, nonexistent paths dropped, and every rule
+    vetted against ``places`` (plus the worker's own list, :func:`workdir.own_places`)."""
+    from ..workdir import grant_refusal, own_places
+
+    protected = own_places() + [tuple(p) for p in places]
+    result = Plan()
 
     def add(path, rights):
         try:
             real = os.path.realpath(path)
         except (OSError, ValueError):
             return
-        if os.path.exists(real):
-            rules[real] = rules.get(real, 0) | rights
+        if not os.path.exists(real):
+            return
+        why = grant_refusal(real, write=bool(rights & ~READ_ONLY), places=protected)
+        if why:
+            result.refused.append(why)
+            return
+        result.rules[real] = result.rules.get(real, 0) | rights
 
     for p in python_read_paths():
         add(p, READ_ONLY)
@@ -182,19 +214,31 @@ def plan(workdir: str, *, network: bool = False, extra_read: list[str] | tuple =
         for p in NETWORK_READ_PATHS:
             add(p, READ_ONLY)
     # /proc/self resolves now, to this process's own directory.
-    add(f"/proc/{os.getpid()}", READ_ONLY)
+    for name, rights in PROC_SELF.items():
+        add(f"/proc/{os.getpid()}/{name}", rights)
     for p, rights in DEVICE_PATHS.items():
         add(p, rights)
-    add(workdir, READ_WRITE)
-    return sorted(rules.items())
+    if writable:
+        add(writable, READ_WRITE)
+    return result
 
 
-def restrict(workdir: str, *, network: bool = False, extra_read=()) -> dict:
-    """Confine this process (must be single-threaded). Returns what took effect; raises LandlockError."""
-    abi = abi_version()
+def plan(writable: str | None, *, network: bool = False, extra_read=(), places=()) -> list[tuple[str, int]]:
+    """The rules of :func:`build_plan`, sorted."""
+    return sorted(build_plan(writable, network=network, extra_read=extra_read, places=places).rules.items())
+
+
+def restrict(writable: str | None, *, network: bool = False, extra_read=(), places=(),
+             abi_cap: int | None = None) -> dict:
+    """Confine this process (must be single-threaded). Returns what took effect; raises LandlockError.
+    ``writable``: the one directory with write rights (None: none). ``abi_cap``: handle no more than
+    that ABI (0: behave as if Landlock were missing)."""
+    host_abi = abi_version()
+    abi = host_abi if abi_cap is None else min(int(abi_cap), host_abi)
     if abi < 1:
-        raise LandlockError(errno.ENOSYS, "Landlock is not available (Linux >= 5.13 with the landlock LSM "
-                                          "enabled is required)")
+        why = ("Landlock is disabled by the worker option landlock_abi=0" if host_abi >= 1 else
+               "Landlock is not available (Linux >= 5.13 with the landlock LSM enabled is required)")
+        raise LandlockError(errno.ENOSYS, why)
     if thread_count() != 1:
         raise LandlockError(errno.EBUSY, "Landlock must be applied before any thread starts")
     libc = _syscall()
@@ -218,8 +262,9 @@ def restrict(workdir: str, *, network: bool = False, extra_read=()) -> dict:
         e = ctypes.get_errno()
         raise LandlockError(e, f"landlock_create_ruleset failed: {os.strerror(e)}")
     granted = []
+    built = build_plan(writable, network=network, extra_read=extra_read, places=places)
     try:
-        for path, rights in plan(workdir, network=network, extra_read=extra_read):
+        for path, rights in sorted(built.rules.items()):
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
@@ -250,9 +295,11 @@ def restrict(workdir: str, *, network: bool = False, extra_read=()) -> dict:
         os.close(ruleset_fd)
     return {
         "abi": abi,
+        "host_abi": host_abi,
         "filesystem": True,
         "tcp": net,
         "scoped": scoped,
-        "writable": [os.path.realpath(workdir)],
+        "writable": [p for p, r in built.rules.items() if r & ~READ_ONLY and p not in DEVICE_PATHS],
         "rules": len(granted),
+        "refused": built.refused,
     }

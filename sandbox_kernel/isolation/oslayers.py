@@ -5,7 +5,8 @@
 2. the worker's trusted warm-up imports (numpy, pandas, plotly, the engine): they already run under
    Landlock, which proves that lazy imports keep working.
 3. ``late``: rlimits (the address-space baseline is measured after warm-up) and the seccomp filter,
-   synchronised to every thread.
+   synchronised to every thread. The filter is told which Landlock ABI took effect (0 when Landlock
+   failed in degraded mode) and closes what that ABI leaves open.
 
 Fail closed: a layer the level requires that cannot be applied raises :class:`LayerError`, unless the
 operator allowed degraded mode, in which case the failure is recorded and reported by ``status()``.
@@ -93,6 +94,7 @@ class LayerRecord:
         self.level = level
         self.degraded_ok = degraded_ok
         self.layers: dict[str, dict] = {}
+        self.workdir: dict | None = None  # which directory the worker may write, and why (worker.py)
 
     def attempt(self, name: str, fn, *args, **kwargs):
         try:
@@ -114,10 +116,14 @@ class LayerRecord:
             "failed": [n for n in required if not self.layers.get(n, {}).get("active")],
             "degraded": any(not self.layers.get(n, {}).get("active") for n in required),
             "details": self.layers,
+            **({"workdir": self.workdir} if self.workdir is not None else {}),
         }
 
 
-def apply_early(record: LayerRecord, *, workdir: str, network: bool, extra_read=()) -> None:
+def apply_early(record: LayerRecord, *, workdir: str | None, network: bool, extra_read=(), places=(),
+                landlock_abi: int | None = None) -> None:
+    """``workdir``: the one directory the worker may write (None: none); ``places``: protected places
+    from the host (workdir.protected_places), added to the worker's own; ``landlock_abi``: a cap."""
     if record.level != "kernel":
         return
     problem = platform_problem()
@@ -126,7 +132,8 @@ def apply_early(record: LayerRecord, *, workdir: str, network: bool, extra_read=
         record.attempt("capabilities", _raise, problem)
         return
     ok, why = seccomp.available()  # load libseccomp now, while the loader can still find it
-    record.attempt("landlock", landlock.restrict, workdir, network=network, extra_read=extra_read)
+    record.attempt("landlock", landlock.restrict, workdir, network=network, extra_read=extra_read,
+                   places=places, abi_cap=landlock_abi)
     record.attempt("capabilities", drop_capabilities)
     if not ok:
         record.layers["seccomp"] = {"active": False, "error": why}
@@ -151,7 +158,9 @@ def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsi
         if pre and not pre.get("active"):
             record.attempt("seccomp", _raise, pre["error"])
             return
-        record.attempt("seccomp", seccomp.apply, network=network)
+        ll = record.layers.get("landlock", {})
+        record.attempt("seccomp", seccomp.apply, network=network,
+                       landlock_abi=ll.get("abi", 0) if ll.get("active") else 0)
 
 
 def _raise(message):

@@ -16,15 +16,18 @@ from __future__ import annotations
 import atexit
 import collections
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
 
 from ..policy import Limits, Policy
+from ..workdir import grant_refusal, protected_places
 from .channel import (MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError,
                       ChannelTimeout, validate_event)
 
@@ -78,6 +81,13 @@ class WorkerProcess:
                  max_event_bytes: int = MAX_EVENT_BYTES):
         self.init = init
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # A private, empty directory for a worker that may not write its working directory (files off,
+        # or a directory that holds places the host trusts): its cwd, HOME and TMPDIR; removed with it.
+        self.scratch = tempfile.mkdtemp(prefix="sandbox-worker-")
+        weakref.finalize(self, shutil.rmtree, self.scratch, ignore_errors=True)
+        init["scratch"] = self.scratch
+        if not init.get("workdir_files", True):
+            workdir = self.scratch
         env = {k: v for k, v in os.environ.items() if k in ENV_PASS or k.startswith("LC_")}
         env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1",
                     "MPLCONFIGDIR": workdir})
@@ -214,7 +224,8 @@ class WorkerBackend:
                  startup_timeout: float = 60.0, warm=DEFAULT_WARM, python: str | None = None,
                  fsize_mb: int | None = None, nofile: int | None = None, extra_read=(),
                  max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
-                 engine: str | None = None, extra_sys_path=(), start: bool = True):
+                 engine: str | None = None, extra_sys_path=(), landlock_abi: int | None = None,
+                 workdir_files: bool | None = None, protect=(), start: bool = True):
         if level not in ("process", "kernel"):
             raise ValueError(f"WorkerBackend runs levels 'process' and 'kernel', not {level!r}")
         # Options may arrive as strings (traitlets Dict on a command line).
@@ -227,6 +238,10 @@ class WorkerBackend:
             warm = [m.strip() for m in warm.split(",") if m.strip()]
         if isinstance(extra_read, str):
             extra_read = [extra_read]
+        if isinstance(protect, str):
+            protect = [protect]
+        landlock_abi = int(landlock_abi) if landlock_abi not in (None, "") else None
+        workdir_files = _flag(workdir_files) if workdir_files not in (None, "") else None
         self.level = level
         self.policy = policy
         self.workdir = os.path.realpath(workdir or os.getcwd())
@@ -241,7 +256,13 @@ class WorkerBackend:
         self.max_cell_bytes = max_cell_bytes
         self._options = {"warm": list(warm), "fsize_mb": fsize_mb, "nofile": nofile,
                          "extra_read": [str(p) for p in extra_read], "engine": engine,
-                         "extra_sys_path": [str(p) for p in extra_sys_path]}
+                         "extra_sys_path": [str(p) for p in extra_sys_path], "landlock_abi": landlock_abi}
+        # Places no worker may be given rights on (workdir.py), as this process's environment names
+        # them, and whether the working directory reaches one. The worker checks again on its own.
+        self._protected = [list(p) for p in protected_places(
+            {f"a path the operator protects ({i})": str(p) for i, p in enumerate(protect)})]
+        self.workdir_refusal = grant_refusal(self.workdir, write=True, places=self._protected)
+        self._workdir_files = workdir_files
         self._lock = threading.RLock()
         self._active: WorkerProcess | None = None
         self._spare: WorkerProcess | None = None
@@ -276,8 +297,10 @@ class WorkerBackend:
     # -- workers -------------------------------------------------------------------------------
 
     def _init_message(self) -> dict:
+        files = self.policy.files and self.workdir_refusal is None and self._workdir_files is not False
         return {"op": "init", "level": self.level, "workdir": self.workdir, "policy": self.policy.to_dict(),
                 "degraded_ok": self.degraded, "memory_mb": self.policy.limits.memory_mb,
+                "workdir_files": bool(files), "protected": self._protected,
                 **{k: v for k, v in self._options.items() if v not in (None, [])}}
 
     def _spawn(self) -> WorkerProcess:

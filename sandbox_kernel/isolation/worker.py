@@ -100,18 +100,19 @@ class Worker:
         from . import oslayers
 
         level = init["level"]
-        workdir = os.path.realpath(init["workdir"])
         policy = Policy.from_dict(init["policy"])
-        os.makedirs(workdir, exist_ok=True)
-        os.chdir(workdir)
+        places = [tuple(p) for p in init.get("protected", ())]
+        workdir = _enter_workdir(init, policy, places)
         for p in init.get("extra_sys_path", ()):
             if p not in sys.path:
                 sys.path.append(p)
 
         record = oslayers.LayerRecord(level, bool(init.get("degraded_ok")))
+        record.workdir = {"files_in_workdir": workdir["writable"] == workdir["workdir"], "why_not": workdir["why_not"]}
         t0 = time.perf_counter()
-        oslayers.apply_early(record, workdir=workdir, network=policy.network,
-                             extra_read=tuple(init.get("extra_read", ())) + tuple(init.get("extra_sys_path", ())))
+        oslayers.apply_early(record, workdir=workdir["writable"], network=policy.network,
+                             extra_read=tuple(init.get("extra_read", ())) + tuple(init.get("extra_sys_path", ())),
+                             places=places, landlock_abi=init.get("landlock_abi"))
         for mod in init.get("warm", ()):
             try:
                 __import__(mod)
@@ -126,7 +127,7 @@ class Worker:
         oslayers.apply_late(record, memory_mb=init.get("memory_mb", policy.limits.memory_mb),
                             network=policy.network, fsize_mb=init.get("fsize_mb"), nofile=init.get("nofile"))
         self.memory_mb = init.get("memory_mb", policy.limits.memory_mb)
-        self.engine = factory(policy, workdir=workdir)
+        self.engine = factory(policy, workdir=workdir["engine"])
         self._policy_cache = (json.dumps(policy.to_dict(), sort_keys=True), policy)
         signal.signal(signal.SIGINT, self._on_interrupt)
         summary = record.summary()
@@ -265,6 +266,29 @@ class Worker:
         self.send(done)
         self._sent_charts = {}
         self._sent_stdout = []
+
+
+def _enter_workdir(init: dict, policy, places) -> dict:
+    """Choose the one directory this worker may write (workdir.writable_dir: the working directory only
+    when the policy has files and no protected place is within reach; else the host's private scratch
+    directory; else none), make it the current directory, HOME and TMPDIR. The engine confines files to
+    it too; with none, to a path that does not exist."""
+    from ..workdir import writable_dir
+
+    requested = os.path.realpath(init["workdir"])
+    files = bool(policy.files) and init.get("workdir_files", True) is not False
+    scratch = init.get("scratch")
+    if files:
+        try:
+            os.makedirs(requested, exist_ok=True)
+        except OSError:
+            pass
+    writable, why_not = writable_dir(requested, scratch, files=files, places=places)
+    home = writable or "/"
+    os.chdir(home)
+    os.environ.update({"HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home})
+    engine_dir = writable or os.path.join(scratch or "/nonexistent", "no-writable-directory")
+    return {"workdir": requested, "writable": writable, "why_not": why_not, "engine": engine_dir}
 
 
 def _quiet_alarm() -> None:
