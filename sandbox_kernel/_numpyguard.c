@@ -25,6 +25,26 @@
  * that calls the original and then a Python check on the new array, which refuses arrays laid over
  * raw memory while a cell runs. Every route to the constructor (the class, ndarray.__new__, aliases,
  * subclasses made later, which inherit the slot) passes through it.
+ *
+ * 3. The buffer check. An object array exports its storage (PyObject pointers) through the buffer
+ * protocol. A consumer that writes bytes into a buffer (io.BytesIO.readinto, a file's readinto) would
+ * write the cell's bytes over those pointers: any address becomes an object. While a cell runs,
+ * guard_array_buffer() makes ndarray's export refuse byte-level writable access to object storage
+ * (typed consumers that ask for the item format, Cython's object memoryviews, still get it), and hand
+ * out object storage read-only to consumers that did not ask to write (memoryview(a).cast('B')).
+ *
+ * 4. The raw-protocol sink. numpy asks any object it converts for __array_interface__ and
+ * __array_struct__ with an ordinary attribute lookup and trusts the address in the answer. A dict a cell
+ * filled must never answer, whatever the object is (a function's __dict__, a library instance's, a
+ * class's, a module's). install_raw_protocol_sink() puts a data descriptor for both names on `object`
+ * itself: every attribute lookup meets it before any instance __dict__. It answers "absent", except
+ *   - for a class, what the class's own MRO holds (ndarray's descriptor, the "absent" property of the
+ *     cell's classes): class dicts are not the cell's to fill;
+ *   - for an instance of a listed provider (numpy's DummyArray, which as_strided and
+ *     sliding_window_view build), its own __dict__.
+ * Classes that define the protocols (ndarray, numpy's scalars) are found first in their own MRO and
+ * never reach the descriptor. Setting the names on a class goes to the class dict as before; on an
+ * instance, only a provider's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,10 +58,10 @@
 
 typedef struct {
     void *ctx;
-    void *(*malloc)(void *ctx, size_t size);
-    void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
-    void *(*realloc)(void *ctx, void *ptr, size_t new_size);
-    void (*free)(void *ctx, void *ptr, size_t size);
+    void *(*malloc)(void *Py_UNUSED(ctx), size_t size);
+    void *(*calloc)(void *Py_UNUSED(ctx), size_t nelem, size_t elsize);
+    void *(*realloc)(void *Py_UNUSED(ctx), void *ptr, size_t new_size);
+    void (*free)(void *Py_UNUSED(ctx), void *ptr, size_t size);
 } DataAllocator;          /* numpy's PyDataMemAllocator, version 1 */
 
 typedef struct {
@@ -120,7 +140,7 @@ refuse(size_t size)
 static DataAllocator inner;
 
 static void *
-bounded_malloc(void *ctx, size_t size)
+bounded_malloc(void *Py_UNUSED(ctx), size_t size)
 {
     void *p;
     if (refuse(size))
@@ -132,7 +152,7 @@ bounded_malloc(void *ctx, size_t size)
 }
 
 static void *
-bounded_calloc(void *ctx, size_t nelem, size_t elsize)
+bounded_calloc(void *Py_UNUSED(ctx), size_t nelem, size_t elsize)
 {
     void *p;
     if (elsize && nelem > SIZE_MAX / elsize)
@@ -146,13 +166,13 @@ bounded_calloc(void *ctx, size_t nelem, size_t elsize)
 }
 
 static void *
-bounded_realloc(void *ctx, void *ptr, size_t new_size)
+bounded_realloc(void *Py_UNUSED(ctx), void *ptr, size_t new_size)
 {
     return refuse(new_size) ? NULL : inner.realloc(inner.ctx, ptr, new_size);
 }
 
 static void
-bounded_free(void *ctx, void *ptr, size_t size)
+bounded_free(void *Py_UNUSED(ctx), void *ptr, size_t size)
 {
     inner.free(inner.ctx, ptr, size);
     if (ptr != NULL)
@@ -165,7 +185,7 @@ static DataHandler handler = {
 
 /* install(api_capsule): make the bounded allocator numpy's current one in the calling context. */
 static PyObject *
-install(PyObject *module, PyObject *capsule)
+install(PyObject *Py_UNUSED(module), PyObject *capsule)
 {
     void **api;
     unsigned int (*feature_version)(void);
@@ -220,7 +240,7 @@ install(PyObject *module, PyObject *capsule)
 
 /* set_limit(limit_bytes, baseline_bytes): the running cell's memory limit (0: none); clears refused. */
 static PyObject *
-set_limit(PyObject *module, PyObject *args)
+set_limit(PyObject *Py_UNUSED(module), PyObject *args)
 {
     long long limit, baseline;
     if (!PyArg_ParseTuple(args, "LL:set_limit", &limit, &baseline))
@@ -233,7 +253,7 @@ set_limit(PyObject *module, PyObject *args)
 
 /* refused(): size of the last allocation refused since set_limit (0: none). */
 static PyObject *
-refused(PyObject *module, PyObject *unused)
+refused(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
 {
     return PyLong_FromLongLong(refused_bytes);
 }
@@ -261,7 +281,7 @@ checked_array_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* guard_array_new(ndarray, check): from now on ndarray's constructor calls check(new_array). */
 static PyObject *
-guard_array_new(PyObject *module, PyObject *args)
+guard_array_new(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *cls, *check;
     PyTypeObject *type;
@@ -293,7 +313,7 @@ guard_array_new(PyObject *module, PyObject *args)
 /* guard_subclass_new(cls): a subclass made before the guard copied the original slot; point it at the
    checked one (answers whether it had to). */
 static PyObject *
-guard_subclass_new(PyObject *module, PyObject *cls)
+guard_subclass_new(PyObject *Py_UNUSED(module), PyObject *cls)
 {
     PyTypeObject *type;
     if (!PyType_Check(cls)) {
@@ -309,7 +329,398 @@ guard_subclass_new(PyObject *module, PyObject *cls)
     Py_RETURN_FALSE;
 }
 
+/* -- the buffer check ------------------------------------------------------------------------------ */
+
+static getbufferproc original_array_getbuffer = NULL;
+static PyObject *buffer_refusal = NULL;   /* called with the array: raises the sandbox's refusal */
+static PyObject *dtype_getter = NULL;     /* ndarray.dtype's own descriptor (a subclass may shadow it) */
+static PyObject *hasobject_getter = NULL; /* numpy.dtype.hasobject's own descriptor */
+static volatile int cell_running = 0;
+
+/* 1 when the array's elements hold object pointers, 0 when not, -1 on error. */
+static int
+has_object_storage(PyObject *array)
+{
+    PyObject *dtype, *flag;
+    int answer;
+    dtype = Py_TYPE(dtype_getter)->tp_descr_get(dtype_getter, array, NULL);
+    if (dtype == NULL)
+        return -1;
+    flag = Py_TYPE(hasobject_getter)->tp_descr_get(hasobject_getter, dtype, NULL);
+    Py_DECREF(dtype);
+    if (flag == NULL)
+        return -1;
+    answer = PyObject_IsTrue(flag);
+    Py_DECREF(flag);
+    return answer;
+}
+
+static int
+checked_array_getbuffer(PyObject *array, Py_buffer *view, int flags)
+{
+    int objects;
+    PyObject *verdict;
+    if (!cell_running || buffer_refusal == NULL)
+        return original_array_getbuffer(array, view, flags);
+    objects = has_object_storage(array);
+    if (objects < 0) {
+        view->obj = NULL;
+        return -1;
+    }
+    if (objects && (flags & PyBUF_WRITABLE) && !(flags & PyBUF_FORMAT)) {
+        verdict = PyObject_CallOneArg(buffer_refusal, array);
+        Py_XDECREF(verdict);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_BufferError, "an object array's storage cannot be written as bytes");
+        view->obj = NULL;
+        return -1;
+    }
+    if (original_array_getbuffer(array, view, flags) < 0)
+        return -1;
+    if (objects && !(flags & PyBUF_WRITABLE))
+        view->readonly = 1;
+    return 0;
+}
+
+/* guard_array_buffer(ndarray, numpy_dtype, refuse): ndarray's buffer export is checked from now on. */
+static PyObject *
+guard_array_buffer(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *cls, *dtype_cls, *refuse, *getter, *hasobject;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "O!O!O:guard_array_buffer", &PyType_Type, &cls, &PyType_Type, &dtype_cls, &refuse))
+        return NULL;
+    type = (PyTypeObject *)cls;
+    if (!PyCallable_Check(refuse) || type->tp_as_buffer == NULL || type->tp_as_buffer->bf_getbuffer == NULL) {
+        PyErr_SetString(PyExc_TypeError, "guard_array_buffer: a buffer exporter and a callable are needed");
+        return NULL;
+    }
+    getter = PyObject_GetAttrString(cls, "dtype");
+    if (getter == NULL)
+        return NULL;
+    hasobject = PyObject_GetAttrString(dtype_cls, "hasobject");
+    if (hasobject == NULL) {
+        Py_DECREF(getter);
+        return NULL;
+    }
+    if (Py_TYPE(getter)->tp_descr_get == NULL || Py_TYPE(hasobject)->tp_descr_get == NULL) {
+        Py_DECREF(getter);
+        Py_DECREF(hasobject);
+        PyErr_SetString(PyExc_TypeError, "guard_array_buffer: dtype and hasobject must be descriptors");
+        return NULL;
+    }
+    if (original_array_getbuffer == NULL)
+        original_array_getbuffer = type->tp_as_buffer->bf_getbuffer;
+    else if (type->tp_as_buffer->bf_getbuffer != original_array_getbuffer
+             && type->tp_as_buffer->bf_getbuffer != checked_array_getbuffer) {
+        Py_DECREF(getter);
+        Py_DECREF(hasobject);
+        PyErr_SetString(PyExc_TypeError, "guard_array_buffer: a different class is already guarded");
+        return NULL;
+    }
+    Py_XSETREF(dtype_getter, getter);
+    Py_XSETREF(hasobject_getter, hasobject);
+    Py_INCREF(refuse);
+    Py_XSETREF(buffer_refusal, refuse);
+    type->tp_as_buffer->bf_getbuffer = checked_array_getbuffer;
+    Py_RETURN_NONE;
+}
+
+/* guard_subclass_buffer(cls): a subclass made before the guard copied the original export. */
+static PyObject *
+guard_subclass_buffer(PyObject *Py_UNUSED(module), PyObject *cls)
+{
+    PyTypeObject *type;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "guard_subclass_buffer: a class is needed");
+        return NULL;
+    }
+    type = (PyTypeObject *)cls;
+    if (original_array_getbuffer != NULL && type->tp_as_buffer != NULL
+            && type->tp_as_buffer->bf_getbuffer == original_array_getbuffer) {
+        type->tp_as_buffer->bf_getbuffer = checked_array_getbuffer;
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+/* set_cell_running(flag): the buffer check applies while a cell runs. */
+static PyObject *
+set_cell_running(PyObject *Py_UNUSED(module), PyObject *flag)
+{
+    int value = PyObject_IsTrue(flag);
+    if (value < 0)
+        return NULL;
+    cell_running = value;
+    Py_RETURN_NONE;
+}
+
+/* -- the raw-protocol sink --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+} AbsentProtocol;
+
+static PyObject *instance_providers = NULL;   /* classes whose instances' own __dict__ may answer */
+
+/* The namespace of a class (a new reference): static builtin types keep theirs elsewhere on 3.12+. */
+static PyObject *
+namespace_of(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyType_GetDict(type);
+#else
+    Py_XINCREF(type->tp_dict);
+    return type->tp_dict;
+#endif
+}
+
+static PyObject *
+absent(AbsentProtocol *self, PyObject *obj)
+{
+    PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'", Py_TYPE(obj)->tp_name, self->name);
+    return NULL;
+}
+
+/* What cls.name is without this descriptor: the first entry in cls's own MRO (bound as a class
+   attribute), this descriptor's own entry on object meaning "absent". */
+static PyObject *
+class_attribute(AbsentProtocol *self, PyObject *cls)
+{
+    PyObject *mro, *namespace, *found, *result = NULL;
+    descrgetfunc get;
+    Py_ssize_t i;
+    mro = PyObject_GetAttrString(cls, "__mro__");
+    if (mro == NULL)
+        return NULL;
+    if (!PyTuple_Check(mro)) {
+        Py_DECREF(mro);
+        return absent(self, cls);
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        if (!PyType_Check(PyTuple_GET_ITEM(mro, i)))
+            continue;
+        namespace = namespace_of((PyTypeObject *)PyTuple_GET_ITEM(mro, i));
+        if (namespace == NULL)
+            continue;
+        found = PyDict_GetItemWithError(namespace, self->name);
+        Py_XINCREF(found);
+        Py_DECREF(namespace);
+        if (found == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(mro);
+                return NULL;
+            }
+            continue;
+        }
+        if (found == (PyObject *)self) {
+            Py_DECREF(found);
+            break;
+        }
+        get = Py_TYPE(found)->tp_descr_get;
+        if (get != NULL) {
+            result = get(found, NULL, cls);
+            Py_DECREF(found);
+        }
+        else
+            result = found;
+        Py_DECREF(mro);
+        return result;
+    }
+    Py_DECREF(mro);
+    return absent(self, cls);
+}
+
+static int
+is_provider(PyObject *obj)
+{
+    if (instance_providers == NULL)
+        return 0;
+    return PySet_Contains(instance_providers, (PyObject *)Py_TYPE(obj));
+}
+
+static PyObject *
+AbsentProtocol_get(PyObject *op, PyObject *obj, PyObject *type)
+{
+    AbsentProtocol *self = (AbsentProtocol *)op;
+    PyObject *dict, *found;
+    int provider;
+    (void)type;
+    if (obj == NULL || obj == Py_None)
+        return absent(self, op);
+    if (PyType_Check(obj))
+        return class_attribute(self, obj);
+    provider = is_provider(obj);
+    if (provider < 0)
+        return NULL;
+    if (provider) {
+        dict = PyObject_GenericGetDict(obj, NULL);
+        if (dict == NULL)
+            return NULL;
+        found = PyDict_GetItemWithError(dict, self->name);
+        Py_XINCREF(found);
+        Py_DECREF(dict);
+        if (found != NULL || PyErr_Occurred())
+            return found;
+    }
+    return absent(self, obj);
+}
+
+static int
+set_in(PyObject *dict, PyObject *name, PyObject *value)
+{
+    if (value != NULL)
+        return PyDict_SetItem(dict, name, value);
+    if (PyDict_DelItem(dict, name) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+            PyErr_SetObject(PyExc_AttributeError, name);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int
+AbsentProtocol_set(PyObject *op, PyObject *obj, PyObject *value)
+{
+    AbsentProtocol *self = (AbsentProtocol *)op;
+    PyObject *dict;
+    PyTypeObject *cls;
+    int provider, status;
+    if (PyType_Check(obj)) {
+        /* cls.__array_interface__ = ... (the sandbox's own "absent" property on a cell class) */
+        cls = (PyTypeObject *)obj;
+        if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || (cls->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+            PyErr_Format(PyExc_TypeError, "cannot set '%U' attribute of immutable type '%s'", self->name,
+                         cls->tp_name);
+            return -1;
+        }
+        dict = namespace_of(cls);
+        if (dict == NULL)
+            return -1;
+        status = set_in(dict, self->name, value);
+        Py_DECREF(dict);
+        PyType_Modified(cls);
+        return status;
+    }
+    provider = is_provider(obj);
+    if (provider < 0)
+        return -1;
+    if (!provider) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object attribute '%U' is read-only (numpy's raw array "
+                     "protocols)", Py_TYPE(obj)->tp_name, self->name);
+        return -1;
+    }
+    dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL)
+        return -1;
+    status = set_in(dict, self->name, value);
+    Py_DECREF(dict);
+    return status;
+}
+
+static void
+AbsentProtocol_dealloc(PyObject *op)
+{
+    Py_XDECREF(((AbsentProtocol *)op)->name);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyObject *
+AbsentProtocol_repr(PyObject *op)
+{
+    return PyUnicode_FromFormat("<absent raw array protocol '%U'>", ((AbsentProtocol *)op)->name);
+}
+
+static PyTypeObject AbsentProtocolType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sandbox_kernel._numpyguard.AbsentProtocol",
+    .tp_basicsize = sizeof(AbsentProtocol),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "numpy's raw array protocol, answered as absent for every object that does not define it.",
+    .tp_dealloc = AbsentProtocol_dealloc,
+    .tp_repr = AbsentProtocol_repr,
+    .tp_descr_get = AbsentProtocol_get,
+    .tp_descr_set = AbsentProtocol_set,
+};
+
+/* install_raw_protocol_sink(names): the descriptor for each name on object (once). */
+static PyObject *
+install_raw_protocol_sink(PyObject *Py_UNUSED(module), PyObject *names)
+{
+    PyObject *namespace, *name, *current;
+    AbsentProtocol *descriptor;
+    Py_ssize_t i;
+    if (!PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "install_raw_protocol_sink: a tuple of names is needed");
+        return NULL;
+    }
+    namespace = namespace_of(&PyBaseObject_Type);
+    if (namespace == NULL)
+        return NULL;
+    for (i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_CheckExact(name)) {
+            Py_DECREF(namespace);
+            PyErr_SetString(PyExc_TypeError, "install_raw_protocol_sink: names must be str");
+            return NULL;
+        }
+        current = PyDict_GetItemWithError(namespace, name);
+        if (current != NULL && Py_TYPE(current) == &AbsentProtocolType)
+            continue;
+        if (current == NULL && PyErr_Occurred()) {
+            Py_DECREF(namespace);
+            return NULL;
+        }
+        descriptor = PyObject_New(AbsentProtocol, &AbsentProtocolType);
+        if (descriptor == NULL) {
+            Py_DECREF(namespace);
+            return NULL;
+        }
+        Py_INCREF(name);
+        descriptor->name = name;
+        if (PyDict_SetItem(namespace, name, (PyObject *)descriptor) < 0) {
+            Py_DECREF(descriptor);
+            Py_DECREF(namespace);
+            return NULL;
+        }
+        Py_DECREF(descriptor);
+    }
+    Py_DECREF(namespace);
+    PyType_Modified(&PyBaseObject_Type);
+    Py_RETURN_NONE;
+}
+
+/* add_raw_protocol_provider(cls): instances of exactly cls answer from their own __dict__. */
+static PyObject *
+add_raw_protocol_provider(PyObject *Py_UNUSED(module), PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "add_raw_protocol_provider: a class is needed");
+        return NULL;
+    }
+    if (instance_providers == NULL) {
+        instance_providers = PySet_New(NULL);
+        if (instance_providers == NULL)
+            return NULL;
+    }
+    if (PySet_Add(instance_providers, cls) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"guard_array_buffer", guard_array_buffer, METH_VARARGS,
+     "guard_array_buffer(ndarray, dtype, refuse): object storage is never exported as writable bytes in a cell"},
+    {"guard_subclass_buffer", guard_subclass_buffer, METH_O,
+     "guard_subclass_buffer(cls): a subclass that copied the original buffer export gets the checked one"},
+    {"set_cell_running", set_cell_running, METH_O, "set_cell_running(flag): the buffer check applies while True"},
+    {"install_raw_protocol_sink", install_raw_protocol_sink, METH_O,
+     "install_raw_protocol_sink(names): an 'absent' data descriptor for each name on object"},
+    {"add_raw_protocol_provider", add_raw_protocol_provider, METH_O,
+     "add_raw_protocol_provider(cls): instances of exactly cls answer the protocols from their own __dict__"},
     {"guard_array_new", guard_array_new, METH_VARARGS,
      "guard_array_new(ndarray, check): ndarray's constructor calls check(new_array) from now on"},
     {"guard_subclass_new", guard_subclass_new, METH_O,
@@ -323,7 +734,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef allocbound_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sandbox_kernel._numpyguard",
-    .m_doc = "numpy's C-level guards: a bounded data allocator, a checked array constructor.",
+    .m_doc = "numpy's C-level guards: a bounded allocator, checked construction and buffer export, the raw-protocol sink.",
     .m_size = -1,
     .m_methods = methods,
 };
@@ -331,5 +742,17 @@ static struct PyModuleDef allocbound_module = {
 PyMODINIT_FUNC
 PyInit__numpyguard(void)
 {
-    return PyModule_Create(&allocbound_module);
+    PyObject *m;
+    if (PyType_Ready(&AbsentProtocolType) < 0)
+        return NULL;
+    m = PyModule_Create(&allocbound_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&AbsentProtocolType);
+    if (PyModule_AddObject(m, "AbsentProtocol", (PyObject *)&AbsentProtocolType) < 0) {
+        Py_DECREF(&AbsentProtocolType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -32,8 +32,8 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
-if not hasattr(_numpyguard, "guard_array_new"):
-    _numpyguard = None   # absent, or a stale build without the constructor check: the stand-ins instead
+if not hasattr(_numpyguard, "install_raw_protocol_sink"):
+    _numpyguard = None   # absent, or a stale build of an older source: the Python fallbacks instead
 
 from .confine import cell_is_running
 from .denials import CallDenied, SizeDenied, genuine
@@ -696,9 +696,10 @@ def _guard_numpy_buffer_function(fn, gates):
 
 
 def _guard_numpy_constructor(np) -> bool:
-    """The check in ndarray's own constructor (_numpyguard.c), so that the raw class, wherever a cell
-    finds it (typing.get_origin(np.typing.NDArray), a generic alias, a library's annotations), checks
-    what it makes too. False where the extension is missing: the stand-in classes are all there is."""
+    """The checks in ndarray's own constructor and buffer export (_numpyguard.c), so that the raw class,
+    wherever a cell finds it (typing.get_origin(np.typing.NDArray), a generic alias, a library's
+    annotations), checks what it makes too, and no consumer of the buffer protocol writes bytes over an
+    object array's pointers. False where the extension is missing: the stand-in classes are all there is."""
     if _numpyguard is None:
         return False
 
@@ -706,15 +707,147 @@ def _guard_numpy_constructor(np) -> bool:
         if cell_is_running():
             _checked_array(CURRENT_GATES.get(), np, arr, "ndarray()")
     _numpyguard.guard_array_new(np.ndarray, runtime_callable(check_new_array))
+    _numpyguard.guard_array_buffer(np.ndarray, np.dtype, runtime_callable(_refuse_object_buffer))
     pending = list(np.ndarray.__subclasses__())
     while pending:
         sub = pending.pop()
         _numpyguard.guard_subclass_new(sub)
+        _numpyguard.guard_subclass_buffer(sub)
         pending.extend(sub.__subclasses__())
     return True
 
 
+def _refuse_object_buffer(arr):
+    """An object array's storage asked for as writable bytes (io.BytesIO(b).readinto(arr)): the bytes
+    would land over its pointers."""
+    exc = genuine(CallDenied("writing into an object array's storage as bytes",
+                             "object arrays hold pointers; their storage is never written as bytes"))
+    gates = CURRENT_GATES.get()
+    if gates is not None:
+        gates.deny(exc)
+    raise exc
+
+
+def _object_storage(obj) -> bool:
+    """obj is an ndarray (or a view) whose elements hold object pointers."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray) and np.ndarray.dtype.__get__(obj).hasobject
+
+
+def readinto_stand_in(method):
+    """Without the C buffer check: f.readinto(arr) of a buffered file or BytesIO refuses object arrays."""
+    def readinto(buffer, *args):
+        if _object_storage(buffer):
+            _refuse_object_buffer(buffer)
+        return method(buffer, *args)
+    return runtime_callable(readinto)
+
+
+BUFFERS_CHECKED_IN_C = _numpyguard is not None
+
+
+# -- numpy's raw protocols: the sink ------------------------------------------------------------------------
+# numpy reads '__array_interface__' / '__array_struct__' off any object it converts and trusts the address
+# in them. A data descriptor on `object` answers "absent" before any instance __dict__ is consulted
+# (_numpyguard.c explains the rule); classes that define the protocols find their own first, and
+# numpy's DummyArray (as_strided, sliding_window_view) is the one class whose instances answer from
+# their __dict__. Installed once per process, when this module is imported.
+
+class _AbsentProtocol:
+    """The sink in Python, for a build without _numpyguard: the same answers, slower."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if isinstance(obj, type):
+            for k in type.__dict__["__mro__"].__get__(obj):
+                found = type.__dict__["__dict__"].__get__(k).get(self.name, self)
+                if found is self and k is object:
+                    break
+                if found is not self:
+                    get = getattr(type(found), "__get__", None)
+                    return get(found, None, obj) if get is not None else found
+        elif obj is not None and type(obj) in _RAW_PROTOCOL_PROVIDERS:
+            state = object.__getattribute__(obj, "__dict__")
+            if self.name in state:
+                return state[self.name]
+        raise AttributeError(f"'{type(obj).__name__}' object has no attribute '{self.name}'")
+
+    def __set__(self, obj, value):
+        if isinstance(obj, type):
+            if not obj.__flags__ & 512:   # Py_TPFLAGS_HEAPTYPE: builtin types stay immutable
+                raise TypeError(f"cannot set '{self.name}' attribute of immutable type '{obj.__name__}'")
+            _type_namespace(obj)[self.name] = value
+            _type_modified(obj)
+        elif type(obj) in _RAW_PROTOCOL_PROVIDERS:
+            object.__getattribute__(obj, "__dict__")[self.name] = value
+        else:
+            raise AttributeError(f"'{type(obj).__name__}' object attribute '{self.name}' is read-only "
+                                 f"(numpy's raw array protocols)")
+
+    def __delete__(self, obj):
+        if isinstance(obj, type):
+            namespace = _type_namespace(obj)
+            if self.name not in namespace:
+                raise AttributeError(self.name)
+            del namespace[self.name]
+            _type_modified(obj)
+        elif type(obj) in _RAW_PROTOCOL_PROVIDERS:
+            del object.__getattribute__(obj, "__dict__")[self.name]
+        else:
+            raise AttributeError(self.name)
+
+
+_RAW_PROTOCOL_PROVIDERS: set = set()
+
+
+def _type_namespace(cls) -> dict:
+    """The dict behind cls.__dict__ (the mapping proxy's only referent)."""
+    import gc
+
+    return gc.get_referents(type.__dict__["__dict__"].__get__(cls))[0]
+
+
+def _type_modified(cls) -> None:
+    import ctypes
+
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+
+
+def _install_raw_protocol_sink() -> None:
+    if _numpyguard is not None:
+        _numpyguard.install_raw_protocol_sink(_RAW_ARRAY_PROTOCOLS)
+        return
+    namespace = _type_namespace(object)
+    for name in _RAW_ARRAY_PROTOCOLS:
+        if type(namespace.get(name)) is not _AbsentProtocol:
+            namespace[name] = _AbsentProtocol(name)
+    _type_modified(object)
+
+
+def _add_raw_protocol_provider(cls) -> None:
+    if _numpyguard is not None:
+        _numpyguard.add_raw_protocol_provider(cls)
+    _RAW_PROTOCOL_PROVIDERS.add(cls)
+
+
+def _numpy_raw_protocol_providers(np) -> None:
+    """numpy's DummyArray: as_strided (and so sliding_window_view) hangs an interface dict on one, built
+    from an array numpy holds (never from a cell's dict: as_strided itself is denied by policy)."""
+    for name in ("numpy.lib._stride_tricks_impl", "numpy.lib.stride_tricks"):
+        dummy = getattr(sys.modules.get(name), "DummyArray", None)
+        if isinstance(dummy, type):
+            _add_raw_protocol_provider(dummy)
+            return
+
+
+_install_raw_protocol_sink()
+
+
 def _numpy_guards(np) -> dict:
+    _numpy_raw_protocol_providers(np)
     guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function}
     if _guard_numpy_constructor(np):
         return guards   # np.rec and np.char build through ndarray's checked constructor

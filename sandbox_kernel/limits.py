@@ -120,6 +120,8 @@ class Budget:
         if _numpyguard is not None:
             bound_numpy_allocations()
             _numpyguard.set_limit(self.memory_limit or 0, self.rss_start)
+            if hasattr(_numpyguard, "set_cell_running"):
+                _numpyguard.set_cell_running(True)   # numpy's buffer export checks object storage
         self._install_chain()
         self._arm_alarm()
 
@@ -130,6 +132,8 @@ class Budget:
         if _numpyguard is not None:
             self.numpy_refused = _numpyguard.refused()
             _numpyguard.set_limit(0, 0)
+            if hasattr(_numpyguard, "set_cell_running"):
+                _numpyguard.set_cell_running(False)
         if self.tripped is None and self.memory_limit is not None \
                 and resident_bytes() - self.rss_start > self.memory_limit:
             # a cell short enough to finish between two samples still ends over its limit

@@ -34,7 +34,8 @@ CHILD = textwrap.dedent("""
     p = PRESETS[opts["policy"]]
     eng = Engine(p, workdir=tempfile.mkdtemp())
     limits = dataclasses.replace(p.limits, **opts["limits"]) if opts["limits"] else None
-    done = eng.run_cell(sys.argv[1], emit=lambda e: None, limits=limits)
+    for cell in sys.argv[1].split("\\n#CELL\\n"):   # several cells in one engine, separated by a '#CELL' line
+        done = eng.run_cell(cell, emit=lambda e: None, limits=limits)
     known = {"status": done["status"], "ename": (done["error"] or {}).get("ename"), "denials": len(done["denials"])}
     report = {key: known[key] for key in opts["report"]}
     report.update((name, bool(eng.namespace.get(name))) for name in opts["ns"])
@@ -50,11 +51,12 @@ def run_cell_in_child(source: str, policy: str = "data-science", *, limits: dict
                       rlimits: dict | None = None, timeout: float = 60, report=("status", "ename"), ns=(),
                       probe: str = "", hard_exit: bool = False) -> dict:
     """Run `source` as one cell of a fresh Engine (preset `policy`, its limits with `limits` replaced)
-    in a child process, with `rlimits` ({"RLIMIT_AS": bytes, ...}) set on the child.
+    in a child process, with `rlimits` ({"RLIMIT_AS": bytes, ...}) set on the child. A line '#CELL'
+    splits `source` into cells run one after the other in that Engine.
 
-    The dict has the `report` keys the test asks for: "status", "ename", "denials" (how many denial
-    records), "returncode" (of the child); `ns` names map to whether the cell left a truthy value
-    there. `probe` is source run before the engine starts that may define ``probe_host(report)``,
+    The dict has the `report` keys the test asks for (of the last cell): "status", "ename", "denials"
+    (how many denial records), "returncode" (of the child); `ns` names map to whether the cells left a
+    truthy value there. `probe` is source run before the engine starts that may define ``probe_host(report)``,
     called after the cell to add what the host itself sees. `hard_exit` ends the child with
     os._exit(0) after the report. A child that printed nothing gives {"crashed": returncode,
     "stderr": its tail}; one past `timeout` seconds raises subprocess.TimeoutExpired.

@@ -38,9 +38,10 @@ def assert_no_raw_view(prefix: str, what: str, tail: str = OVERWRITE_TAU) -> Non
 
 
 def assert_no_full_escape(prefix: str, tmp_path, tail: str = FULL_ESCAPE) -> None:
-    """os.system never ran, and the refusal was recorded."""
+    """os.system never ran, and either the attempt was refused (a denial recorded) or the raw protocol
+    was simply absent (numpy made no view: the sink on `object` answers "absent", which is no refusal)."""
     marker = tmp_path / "pwned.txt"
-    result = run_cell_in_child(prefix + tail.replace("MARKER", str(marker)), hard_exit=True,
+    result = run_cell_in_child(prefix + tail.replace("MARKER", str(marker)), hard_exit=True, ns=("made",),
                                report=("status", "ename", "denials"), timeout=60)
     assert not marker.exists(), f"os.system ran ({result})"
-    assert result.get("denials"), result
+    assert result.get("denials") or result.get("made") is False, result

@@ -153,3 +153,92 @@ def test_objects_with_array_protocols_still_convert():
                   "ok_made = (np.asarray(V()) + 1).tolist() == [2.0, 3.0] and isinstance(a, np.ndarray) "
                   "and type(np.asarray(a)) is np.ndarray and np.ndarray((2,), buffer=bytearray(16)).sum() == 0")
     assert result.get("ok_made"), result
+
+
+# --- Issue 10, finding 1: a raw protocol planted in a *function's* __dict__ ---------------------------------
+# The "absent" descriptors sat on the cell's classes and on library classes with attribute hooks; a
+# function's __dict__ was nobody's: functools.update_wrapper(f, w) copies w.__dict__ (the cell's own
+# instance, whose __dict__ it may read and fill) into f.__dict__, and np.asarray(f) views any address.
+# The sink now sits on `object` itself: every lookup meets the "absent" descriptor before any instance
+# dict, whatever the type (function, partial, library instance, class, module).
+
+from rawview import assert_no_full_escape, assert_no_raw_view  # noqa: E402
+
+PLANTED_IN_A_FUNCTION = """\
+import functools, json, math, numpy as np
+class W:
+    pass
+def view(addr, n):
+    w = W()
+    w.__dict__['__array_interface__'] = {'shape': (n,), 'typestr': '<u8', 'data': (addr, False), 'version': 3}
+    def f():
+        pass
+    functools.update_wrapper(f, w)
+    return np.asarray(f)
+made = False
+try:
+    t = view(id(math.tau) + 16, 1)
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+
+def test_raw_protocol_planted_in_a_function_is_absent():
+    assert_no_raw_view(PLANTED_IN_A_FUNCTION, "numpy viewed raw memory through a function's __dict__")
+
+
+def test_raw_protocol_planted_in_a_function_is_not_a_full_escape(tmp_path):
+    assert_no_full_escape(PLANTED_IN_A_FUNCTION, tmp_path)
+
+
+# --- Issue 10 (found while fixing finding 1): the buffer protocol written through -----------------------
+# An object array exports its storage (PyObject pointers) as a writable buffer. Every C consumer that
+# writes into a buffer, io.BytesIO.readinto first, then wrote the cell's bytes over those pointers:
+# slots[0] became any address (fakeobj), with no numpy constructor involved. numpy's buffer export now
+# refuses byte-level writable access to object storage while a cell runs (typed consumers that ask for
+# the item format, Cython's object memoryviews, still get it), and exports it read-only otherwise.
+
+FAKEOBJ_VIA_READINTO = """\
+import io, json, numpy as np
+slots = np.empty(1, dtype=object)
+def p64(n):
+    return n.to_bytes(8, 'little')
+def write_slot(data):
+    {writer}
+def fakeobj(addr):
+    write_slot(p64(addr))
+    return slots[0] if slots.dtype.names is None else slots[0][0]
+fake = p64(1 << 40) + p64(id(bytearray)) + p64(1 << 62) + p64((1 << 62) + 1) + p64(0) + p64(0) + p64(0)
+mem = fakeobj(id(fake) + 32)
+def read64(addr):
+    return int.from_bytes(mem[addr:addr + 8], 'little')
+real_builtins = fakeobj(read64(id(json.dumps) + 24))
+real_builtins['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > {marker}')", {{}})
+"""
+
+BUFFER_WRITERS = {
+    "bytesio_readinto": "io.BytesIO(data).readinto(slots)",
+    "bytesio_readinto_of_a_view": "io.BytesIO(data).readinto(slots[:])",
+    "file_readinto": "open('d.bin', 'wb').write(data)\n    with open('d.bin', 'rb') as f:\n        f.readinto(slots)",
+    "file_readinto_unbuffered": "open('d.bin', 'wb').write(data)\n    with open('d.bin', 'rb', buffering=0) as f:\n        f.readinto(slots)",
+    "structured_object_field": "global slots\n    slots = np.zeros(1, dtype=[('a', 'O')])\n    io.BytesIO(data).readinto(slots)",
+}
+
+
+@pytest.mark.parametrize("writer", sorted(BUFFER_WRITERS))
+def test_buffer_writers_cannot_forge_objects(tmp_path, writer):
+    marker = tmp_path / "readinto.txt"
+    result = _run(FAKEOBJ_VIA_READINTO.format(writer=BUFFER_WRITERS[writer], marker=marker))
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("status") == "error" and result.get("denials"), result
+
+
+def test_buffers_of_plain_arrays_still_work():
+    result = _run("import io, numpy as np\na = np.zeros(2, dtype=np.uint8)\nio.BytesIO(b'\\x01\\x02').readinto(a)\n"
+                  "b = np.empty(2, dtype=object)\nb[:] = [1, 'x']\nimport pandas as pd\n"
+                  "s = pd.Series(['a', None, 'b'], dtype=object)\n"
+                  "ok_made = a.tolist() == [1, 2] and bytes(np.arange(3, dtype=np.uint8)) == b'\\x00\\x01\\x02' "
+                  "and s.isna().tolist() == [False, True, False] and s.str.upper().tolist()[0] == 'A' "
+                  "and b.tolist() == [1, 'x']")
+    assert result.get("ok_made"), result
