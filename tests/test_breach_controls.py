@@ -51,6 +51,16 @@ def test_control_signals_and_sigio_owners_reach_a_victim_without_the_layers(plai
         victim.close()
 
 
+def test_control_another_process_is_readable_without_the_layers(plain, tmp_path):
+    victim = Victim(tmp_path, secret="VICTIM-ENV-SECRET")
+    try:
+        r = Run(plain, f"(os.readlink('/proc/{victim.pid}/cwd'), open('/proc/{victim.pid}/environ').read(), "
+                       f"os.sched_getaffinity({victim.pid}))")
+        assert r.ok and "VICTIM-ENV-SECRET" in r.text(), r.error
+    finally:
+        victim.close()
+
+
 def test_control_scheduling_of_a_victim_changes_without_the_layers(plain, tmp_path):
     victim = Victim(tmp_path)
     try:
