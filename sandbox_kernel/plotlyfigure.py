@@ -999,7 +999,7 @@ def _no_map_types(sch: Schema, value) -> bool:
     """Trace types (one, or one per trace) that draw on no map subplot."""
     for kind in value if isinstance(value, list) else [value]:
         node = sch.traces.get(kind) if type(kind) is str else None
-        leaf = node.fields.get("subplot") if node is not None else None
+        leaf = node.field("subplot") if node is not None else None
         if node is None or (isinstance(leaf, Leaf) and leaf.base in _MAP_SUBPLOTS):
             return False
     return True
@@ -1079,7 +1079,7 @@ def _map_subplots(sch: Schema, figure: dict) -> set[str]:
         if not isinstance(trace, dict):
             continue
         node = sch.traces.get(trace.get("type", "scatter"))
-        leaf = node.fields.get("subplot") if node is not None else None
+        leaf = node.field("subplot") if node is not None else None
         if isinstance(leaf, Leaf) and leaf.kind == "subplotid" and leaf.base in _MAP_SUBPLOTS:
             ids.add(trace.get("subplot") or leaf.base)
     return ids

@@ -224,6 +224,9 @@ def test_map_subplot_named_only_by_a_trace_gets_the_blank_style():
         pytest.skip("this plotly has no MapLibre traces")
     clean = validate_figure({"data": [{"type": "scattermap", "lat": [1], "lon": [2], "subplot": "map2"}]})
     assert clean["layout"]["map2"]["style"] == SAFE_MAP_STYLE
+    # with no layout at all the map library would load its default (remote) style
+    clean = validate_figure({"data": [{"type": "densitymap", "lat": [1], "lon": [2]}]})
+    assert clean["layout"] == {"map": {"style": SAFE_MAP_STYLE}}
     assert "glyphs" in SAFE_MAP_STYLE and SAFE_MAP_STYLE["glyphs"].startswith("data:")
     assert not SAFE_MAP_STYLE["sources"] and "sprite" not in SAFE_MAP_STYLE
 
