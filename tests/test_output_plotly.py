@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import plotly
 import plotly.express as px
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -656,3 +657,125 @@ def test_work_is_linear_in_the_figure(monkeypatch):
                "layout": {"annotations": [{"text": "t", "x": i} for i in range(n)]}}
         validate_figure(fig)
     assert counts[1] <= 2 * counts[0] + 10 and counts[2] <= 2 * counts[1] + 10
+
+
+# -- in a real browser: plotly.js itself, every request on the record -----------------------------------
+
+CHROMIUM = "/usr/lib/chromium/chromium"  # Debian's binary without its wrapper (no Google services)
+BROWSER_ATTACKS = {
+    "layout image": {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {"images": [
+        {"source": EVIL + "/img.png", "x": 0, "y": 1, "sizex": 1, "sizey": 1, "xref": "paper", "yref": "paper"}]}},
+    "geojson url": {"data": [{"type": "choropleth", "geojson": EVIL + "/geo.json", "locations": ["a"], "z": [1]}]},
+    "topojson cdn": {"data": [{"type": "choropleth", "locations": ["FRA"], "z": [1]}]},
+    "topojson config": {"data": [{"type": "scattergeo", "lat": [1], "lon": [2]}],
+                        "config": {"topojsonURL": EVIL + "/topo/"}},
+    "markup style": {"data": [{"type": "scatter", "y": [1, 2]}],
+                     "layout": {"title": {"text": '<span style="cursor:url(https://evil.example/c.cur),auto">T</span>'}}},
+    "menu button": {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {"updatemenus": [{"buttons": [
+        {"method": "relayout", "label": "x", "args": [{"images": [{"source": EVIL + "/btn.png", "x": 0, "y": 1,
+                                                                   "sizex": 1, "sizey": 1, "xref": "paper",
+                                                                   "yref": "paper"}]}]}]}]}},
+    "map default style": {"data": [{"type": "scattermap", "lat": [1], "lon": [2]}]},
+    "map glyphs": {"data": [{"type": "scattermap", "lat": [1], "lon": [2], "mode": "markers+text", "text": ["a"]}],
+                   "layout": {"map": {"style": "white-bg"}}},
+    "map icon": {"data": [{"type": "scattermap", "lat": [1], "lon": [2], "marker": {"symbol": "airport"}}],
+                 "layout": {"map": {"style": "white-bg"}}},
+}
+# What the JupyterLab renderer does with a figure (jupyterlab-plotly's createGraph), then every
+# update-menu button pressed (a click calls the same API with the same arguments).
+RENDER = """async (fig) => {
+    const gd = document.getElementById('g');
+    Plotly.purge(gd);
+    window.PlotlyGeoAssets = {topojson: {}};  // plotly.js caches fetched topologies page-wide
+    let error = null;
+    const work = (async () => {
+        try {
+            await Plotly.react(gd, fig.data, fig.layout || {}, fig.config || {});
+            if (fig.frames) await Plotly.addFrames(gd, fig.frames);
+            for (const menu of (fig.layout && fig.layout.updatemenus) || [])
+                for (const b of menu.buttons || []) if (b.args) await Plotly[b.method || 'restyle'](gd, ...b.args);
+        } catch (e) { error = String(e); }
+    })();
+    await Promise.race([work, new Promise(r => setTimeout(r, 8000))]);
+    const links = [...gd.querySelectorAll('a')].map(a => a.getAttribute('href') || a.getAttribute('xlink:href'))
+        .filter(h => h && !h.startsWith('https://plotly.com'));  // the mode bar's own logo link
+    const styles = [...gd.querySelectorAll('[style]')].map(e => e.getAttribute('style'))
+        .filter(s => /url\\((?!["']?#)/.test(s));  // url(#clip...) is plotly's own same-document clipping
+    return {error, links, styles};
+}"""
+
+
+@pytest.fixture(scope="module")
+def plotly_page(tmp_path_factory):
+    """A page served from loopback with the plotly.js that JupyterLab renders figures with; every
+    request to anywhere else is recorded and refused."""
+    import os
+    import shutil
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
+    site = tmp_path_factory.mktemp("site")
+    shutil.copy(os.path.join(os.path.dirname(plotly.__file__), "package_data", "plotly.min.js"), site)
+    (site / "index.html").write_text("<html><head><script src='plotly.min.js'></script></head>"
+                                     "<body><div id=g style='width:600px;height:400px'></div></body></html>")
+
+    class Handler(SimpleHTTPRequestHandler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, directory=str(site), **k)
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}/"
+    requests: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(origin):
+            return r.continue_()
+        requests.append(r.request.url)
+        return r.abort()
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.route("**/*", route)
+        page.goto(origin + "index.html")
+        page.wait_for_function("() => window.Plotly")
+
+        def render(fig, expect_request: bool = False):
+            requests.clear()
+            result = page.evaluate(RENDER, fig)
+            # Fetches start asynchronously: give them time to show (a control waits until one does).
+            for _ in range(40 if expect_request else 6):
+                if requests and expect_request:
+                    break
+                page.wait_for_timeout(250)
+            return result, sorted(set(requests))
+
+        yield render
+        browser.close()
+    server.shutdown()
+
+
+@pytest.mark.parametrize("name", sorted(BROWSER_ATTACKS))
+def test_in_the_browser_the_attack_fetches_and_the_clean_figure_does_not(plotly_page, name):
+    fig = BROWSER_ATTACKS[name]
+    if fig["data"][0]["type"] not in plotlyfigure.schema().traces:
+        pytest.skip(f"this plotly has no {fig['data'][0]['type']}")
+    raw_result, raw_requests = plotly_page(json.loads(json.dumps(fig)), expect_request=True)
+    assert raw_requests or raw_result["styles"], f"control: the raw figure should reach out ({raw_result})"
+    clean = validate_figure(json.loads(json.dumps(fig)))
+    result, requests = plotly_page(clean)
+    assert requests == [], requests
+    assert result == {"error": None, "links": [], "styles": []}
+
+
+def test_in_the_browser_honest_figures_draw_without_errors_or_requests(plotly_page):
+    for name in ("scatter", "choropleth", "scatter_geo", "annotated", "animation", "dropdown", "sankey", "table"):
+        result, requests = plotly_page(validate_figure(HONEST[name]))
+        assert (name, requests, result["error"]) == (name, [], None)
