@@ -196,7 +196,7 @@ _DATA_NAMES = (
     # DataArrayValidator: the data
     "a b c i j k u v w r theta lat lon open high low close q1 q3 median mean sd lowerfence upperfence "
     "notchspan array arrayminus categoryarray color colors columnorder customdata dash facecolor format "
-    "hiddenlabels ids imag real intensity labels locations measure parents source target surfacecolor "
+    "hiddenlabels ids imag real intensity labels locations measure parents target surfacecolor "
     "ticktext tickvals values vertexcolor xbounds ybounds xy indices "
     # InfoArrayValidator: ranges, domains, grid layouts (args/args2 are classified by path)
     "autotickangles bounds constraintrange domain dtickrange groups insiderange parallels range sector "
@@ -219,7 +219,6 @@ _BY_PATH = {
     # Update menus and sliders call restyle/relayout/animate with these: checked like the figure.
     "layout.updatemenu.button.args": "args", "layout.updatemenu.button.args2": "args",
     "layout.slider.step.args": "args",
-    "layout.template": "template",
     "sankey.link.source": "array",  # node indices
     # indicator's delta arrows are drawn as text.
     "indicator.delta.increasing.symbol": "text", "indicator.delta.decreasing.symbol": "text",
@@ -286,11 +285,12 @@ class Obj:
             if self.like is not None:
                 return None if key in self.excluded else self.like.field(key)
             node = self.build(self, key) if self.build is not None else None
+            known = node is not None or (self.build is not None and self.build.is_prop(self, key))
             if node is None and self.subplots is not None:
                 m = self.subplots.match(key)
                 if m and m.group(1) != key:
                     node = self.field(m.group(1))
-            if self.build is not None:
+            if known:  # only the schema's own names are kept: a figure's junk keys cost no memory
                 self.fields[key] = node
         return node
 
@@ -334,22 +334,16 @@ class Schema:
         self.animation: Obj | None = None
         self.unclassified: list[str] = []
         self.built: dict[str, Obj] = {}
+        self.restyle_nodes: dict[str, list] = {}
 
     def complete(self) -> "Schema":
         """Builds every field of every object (the classification test reads ``unclassified``)."""
-        todo, done = list(self.built.values()), set()
-        while todo:
-            node = todo.pop()
-            if node.path in done:
-                continue
-            done.add(node.path)
-            for key in node.keys():
-                child = node.field(key)
-                if isinstance(child, Items):
-                    child = child.item
-                if isinstance(child, Obj) and child.build is not None and child.path not in done:
-                    todo.append(child)
-            todo.extend(n for n in self.built.values() if n.path not in done)
+        done: set[str] = set()
+        while len(done) < len(self.built):  # building fields adds the objects they hold
+            for node in [n for n in self.built.values() if n.path not in done]:
+                done.add(node.path)
+                for key in node.keys():
+                    node.field(key)
         return self
 
 
@@ -454,6 +448,7 @@ def _build_schema() -> Schema:
         return None if kind == "drop" else _leaf(kind, full, validator)
 
     build_field.names = lambda node: sorted(classes[node.path]._valid_props)
+    build_field.is_prop = lambda node, prop: prop in classes[node.path]._valid_props
 
     for trace_type, class_name in sorted(data_validator.class_strs_map.items()):
         schema.traces[trace_type] = obj_for(getattr(go, class_name))
@@ -873,7 +868,7 @@ def _finish_update_control(walk: _Walk, node: Obj, raw: dict, out, key, depth):
         return
     method = raw.get("method", "restyle")
     for name in ("args", "args2"):
-        if name not in raw or name not in node.fields:
+        if name not in raw or node.field(name) is None:
             continue
         args = _clean_args(walk, method, raw[name], depth + 1) if method in _METHODS else _DROP
         if args is not _DROP:
@@ -958,6 +953,23 @@ def _checked(walk: _Walk, node, value, depth):
     return _Walk(walk.schema).run(node, value, depth)
 
 
+def _restyle_nodes(sch: Schema, path: str) -> list:
+    """The distinct schema nodes an attribute path names across all trace types (cached by the path
+    without its indices: a finite set, since only paths the schema knows are kept)."""
+    key = re.sub(r"\[\d+\]", "[]", path)
+    nodes = sch.restyle_nodes.get(key)
+    if nodes is None:
+        found: dict = {}
+        for trace in sch.traces.values():
+            node = _resolve(trace, path)
+            if node is not None:
+                found.setdefault(_signature(node), node)
+        nodes = list(found.values())
+        if nodes:
+            sch.restyle_nodes[key] = nodes
+    return nodes
+
+
 def _restyle_update(walk: _Walk, update, depth):
     """{attribute: value or [value per trace]}: each attribute is checked as every trace type that
     has it would read it; it passes only when all of them accept the same clean value."""
@@ -974,13 +986,9 @@ def _restyle_update(walk: _Walk, update, depth):
             if _no_map_types(walk.schema, value):
                 clean[path] = value
             continue
-        nodes = {}
-        for trace in walk.schema.traces.values():
-            node = _resolve(trace, path)
-            if node is not None:
-                nodes.setdefault(_signature(node), node)
+        nodes = _restyle_nodes(walk.schema, path)
         results = []
-        for node in nodes.values():
+        for node in nodes:
             per_trace = (isinstance(value, list) and not (isinstance(node, Leaf) and node.kind == "data"))
             if per_trace:
                 results.append([_checked(walk, node, v, depth) for v in value])

@@ -779,3 +779,21 @@ def test_in_the_browser_honest_figures_draw_without_errors_or_requests(plotly_pa
     for name in ("scatter", "choropleth", "scatter_geo", "annotated", "animation", "dropdown", "sankey", "table"):
         result, requests = plotly_page(validate_figure(HONEST[name]))
         assert (name, requests, result["error"]) == (name, [], None)
+
+
+def test_junk_keys_leave_nothing_behind_in_the_kernel():
+    """The schema is built lazily and lives as long as the kernel: a figure's unknown keys (in
+    traces, layout, or update-menu arguments) must not be remembered."""
+    sch = plotlyfigure.schema()
+    validate_figure({"data": [{"type": "scatter", "y": [1]}], "layout": {"xaxis": {"title": {"text": "t"}}}})
+
+    def remembered():
+        return sum(len(node.fields) for node in sch.built.values()) + len(sch.restyle_nodes)
+
+    before = remembered()
+    junk = {f"junk{i}": i for i in range(5000)}
+    validate_figure({"data": [{"type": "scatter", "y": [1], **junk, "marker": dict(junk)}],
+                     "layout": {**junk, "xaxis": dict(junk), "updatemenus": [{"buttons": [
+                         {"method": "restyle", "args": [{f"marker.junk{i}": 1 for i in range(5000)}]},
+                         {"method": "relayout", "args": [dict(junk)]}]}]}})
+    assert remembered() - before < 50
