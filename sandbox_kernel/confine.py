@@ -145,6 +145,15 @@ class ConfinedFiles:
                                   hint="use a relative path such as 'data.csv'"))
         return full
 
+    def resolve_native(self, path, writes: bool) -> str:
+        """A path a library hands to its own native code (route_native_file_io): the absolute path inside
+        the working directory (reads may also name the installation), hidden segments refused for writes."""
+        if not writes:
+            return self.library_resolve_read(path)
+        full = self.resolve(path)
+        self._check_hidden(full, os.fsdecode(os.fspath(path)))
+        return full
+
     def _check_hidden(self, full: str, shown: str) -> None:
         """Writes never go through a hidden segment (.ipython, .jupyter, .ssh, .bashrc, .git) or a
         bytecode cache, wherever the working directory is: those are read by programs outside the
@@ -244,6 +253,9 @@ class NoFiles:
     def translate_probe(self, path) -> str | None:
         raw = os.fsdecode(os.fspath(path))
         return raw if os.path.isabs(raw) and _installation_path(raw) is not None else None
+
+    def resolve_native(self, path, writes: bool) -> str:
+        return self.library_resolve_read(path) if not writes else self.resolve(path)
 
 
 # -- process-wide entry points, dispatching on the cell's context --------------------------------
@@ -517,6 +529,77 @@ def install() -> None:
     _installed = True
 
 
+# -- native file I/O inside granted libraries ----------------------------------------------------------
+# A library's own C/C++/Fortran code that opens a file *by name* is seen by neither the path hooks nor
+# the audit hook (both see Python's io and os only). The granted libraries' entry points of that kind,
+# found by reading their native symbol tables (fopen, std::filebuf::open, Fortran OPEN) and the Python
+# code that calls them, are listed in docs/security.md ("Inventory of sinks"); each one's path goes
+# through the cell's confinement here before the native code sees it.
+
+def native_path(path, writes: bool):
+    """path as a granted library's native code may open it: outside a cell, unchanged; in one, the
+    absolute path inside the working directory (or a refusal)."""
+    fs = _FS.get()
+    if fs is None:
+        fs = _thread_confinement()
+        if fs is None:
+            return path
+    if isinstance(path, bytes):
+        return os.fsencode(fs.resolve_native(path, writes))
+    return fs.resolve_native(path, writes)
+
+
+def _routed(function, positions, keywords, writes):
+    """function with its path arguments (by position and by keyword) put through native_path."""
+    def routed(*args, **kwargs):
+        args = list(args)
+        for i in positions:
+            if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)):
+                args[i] = native_path(args[i], writes)
+        for key in keywords:
+            if isinstance(kwargs.get(key), (str, bytes, os.PathLike)):
+                kwargs[key] = native_path(kwargs[key], writes)
+        return function(*args, **kwargs)
+    routed.__name__ = getattr(function, "__name__", "routed")
+    routed.__doc__ = getattr(function, "__doc__", None)
+    routed.__st_routed__ = True
+    return routed
+
+
+_HIGHS_FILE_OPTIONS = {"log_file": True, "solution_file": True, "write_basis_file": True, "write_model_file": True,
+                       "write_presolved_model_file": True, "read_basis_file": False, "read_solution_file": False}
+
+
+def _route(owner, name, positions=(), keywords=(), writes=True) -> None:
+    function = getattr(owner, name, None)
+    if function is not None and not getattr(function, "__st_routed__", False):
+        setattr(owner, name, _routed(function, positions, keywords, writes))
+
+
+def route_native_file_io() -> None:
+    """Each native entry point that opens a file by name, once its module is loaded."""
+    # mmread/mminfo/mmwrite: C++ std::filebuf in _fmm_core, which is loaded inside the first call, so the
+    # Python functions that hand it the path (loaded with scipy.io) are routed instead
+    fmm = sys.modules.get("scipy.io._fast_matrix_market")
+    if fmm is not None:
+        _route(fmm, "_get_read_cursor", positions=(0,), keywords=("source",), writes=False)
+        _route(fmm, "_get_write_cursor", positions=(0,), keywords=("target",), writes=True)
+    odr = sys.modules.get("scipy.odr._odrpack")   # ODR report and error files: Fortran OPEN
+    if odr is not None:
+        _route(odr, "odr", keywords=("rptfile", "errfile"), writes=True)
+    highs = sys.modules.get("scipy.optimize._highspy._core")   # HiGHS file options: fopen / filebuf
+    passes = getattr(getattr(highs, "_Highs", None), "passOptions", None)
+    if passes is not None and not getattr(passes, "__st_routed__", False):
+        def passOptions(self, options):
+            for option, writes in _HIGHS_FILE_OPTIONS.items():
+                value = getattr(options, option, "")
+                if isinstance(value, str) and value:
+                    setattr(options, option, native_path(value, writes))
+            return passes(self, options)
+        passOptions.__st_routed__ = True
+        highs._Highs.passOptions = passOptions
+
+
 # Threads a library starts while a cell runs (pandas' parallel reader) do not inherit the cell's
 # context: during a cell, the audit hook confines every thread that was not alive when the cell started.
 # (A pool that outlives its cell is not confined in later cells: thread idents are reused, so they cannot
@@ -547,8 +630,21 @@ def enter(files, network_allowed: bool, net_deny):
     return _FS.set(files), _NET_DENIED.set(not network_allowed)
 
 
+_AT_CELL_END: list = []   # the runtime's own cleanups (gates.forget_cell_abc_answers), run by leave()
+
+
+def at_cell_end(cleanup) -> None:
+    if cleanup not in _AT_CELL_END:
+        _AT_CELL_END.append(cleanup)
+
+
 def leave(tokens) -> None:
     fs_token, net_token = tokens
     _ACTIVE[0] = None
     _FS.reset(fs_token)
     _NET_DENIED.reset(net_token)
+    for cleanup in _AT_CELL_END:
+        try:
+            cleanup()
+        except Exception:   # noqa: BLE001 - the host's state is restored whatever one cleanup does
+            pass

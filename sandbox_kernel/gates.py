@@ -47,6 +47,7 @@ if getattr(_fastgates, "VERSION", None) != 2:
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
                       genuine)
+from .confine import at_cell_end, cell_is_running
 from .limits import bound_numpy_allocations
 from .policy import Policy
 from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
@@ -335,7 +336,8 @@ class Gates:
         self._denied_values: set[int] = set(_DANGEROUS_BUILTINS)
         self._denied_pairs: set = set()   # (class or module, attribute)
         self._unresolved = list(policy.object_deny)
-        self._resolve_object_rules()
+        self._modules_seen = -1   # len(sys.modules) when rules and guards last caught up with it
+        self._catch_up_with_loaded_modules()
         self.set_memory_limit(policy.limits.memory_mb)
 
     def set_memory_limit(self, memory_mb) -> None:
@@ -375,7 +377,30 @@ class Gates:
 
     # -- object rules (pandas.DataFrame.query ...) resolved to identities ------------------------
 
-    def _resolve_object_rules(self) -> None:
+    def _catch_up_with_loaded_modules(self) -> None:
+        """Libraries load libraries (px.data.gapminder() imports pandas, Series.interpolate scipy): whatever
+        loaded a module, its object rules are resolved and its guards installed before any decision about
+        its objects is made, and no decision made before that is reused. Called on every cache miss (a new
+        module's objects are always misses first); costs a len() when nothing was loaded."""
+        loaded = len(sys.modules)
+        if loaded == self._modules_seen:
+            return
+        self._modules_seen = loaded
+        _guards.register_library_guards()
+        if cell_is_running():
+            bound_numpy_allocations()   # numpy loaded by a library call allocates bounded from now on
+        if self._unresolved and self._resolve_object_rules():
+            self._forget_decisions()
+
+    def _forget_decisions(self) -> None:
+        """A rule resolved late: every cached decision may have been made without it."""
+        self._cache.clear()
+        self._class_cache.clear()
+        self._super_cache.clear()
+        self._safe_functions.clear()
+
+    def _resolve_object_rules(self) -> bool:
+        """Resolves what can be resolved now; True when a rule was resolved."""
         still = []
         for path in self._unresolved:
             owner, attr = _resolve_path(path)
@@ -392,7 +417,9 @@ class Gates:
             if value is not None and not isinstance(value, (int, float, str)):
                 self._denied_values.add(value)
                 self._keep_alive = getattr(self, "_keep_alive", []) + [value]
+        resolved = len(still) != len(self._unresolved)
         self._unresolved = still
+        return resolved
 
     def _pair_denied(self, obj, name) -> bool:
         if not self._denied_pairs:
@@ -439,6 +466,7 @@ class Gates:
     def _decide(self, obj, t, name):
         """Returns _ALLOW, _ALLOW_PURE or a callable producing the value (substitution); raises when
         the access is denied. Caches where the decision depends only on the key."""
+        self._catch_up_with_loaded_modules()
         n = _normalise(name)
         if t is ModuleType:
             return self._decide_module(obj, n)
@@ -601,20 +629,15 @@ class Gates:
         target = obj.__self__
         if self._pair_denied(target, n):
             self.deny(AttributeDenied(f"'{n}' of super()", "this method is disabled by the policy"))
-        if n == "__init__" and getattr(getattr(obj, n), "__objclass__", None) is collections.deque:
-            charge, init = self.charge_consumed, collections.deque.__init__   # as for d.__init__ (_substitute)
-            return lambda sup: runtime_callable(lambda *a, **k: (charge(a[:1]), init(target, *a, **k))[1])
-        if n == "__format__":   # the parent's __format__ (not the target's: that is the caller), spec checked
-            check = self.check_format_spec
-            return lambda sup: runtime_callable(lambda spec, bound=getattr(sup, n): bound(check(spec)))
-        # super(S, s).format must be the gated format, as s.format is
-        subst = self._substitute(target, type(target), _is_class(target), n)
-        if subst is not None:
-            return lambda _obj: subst(target)
-        return _ALLOW
+        # super(S, s).format, super().__init__(it) of a list subclass: the parent's method, with the
+        # stand-in it would have read directly
+        return self._substitute_super(obj, n) or _ALLOW
 
     def _substitute(self, obj, t, is_class, n):
-        """Safe stand-ins for a few attributes whose real value would escape the gates."""
+        """Safe stand-ins for attributes whose real value would escape the gates. One rule for instance
+        and class reads: the stand-in is chosen by what the name resolves to in the class's MRO
+        (_STAND_IN_KINDS), and a method read from the class gets the same check as the bound method,
+        applied to whatever object the cell passes as self (pd.Series.apply(box, ...), str.join(sep, xs))."""
         if is_class and obj is object and n in ("__setattr__", "__delattr__"):
             # the frozen-dataclass idiom object.__setattr__(self, "b", v), through the write gate
             write = self.write
@@ -622,81 +645,110 @@ class Gates:
                 return lambda _o: runtime_callable(
                     lambda target, attr, value: object.__setattr__(write(target, attr), attr, value))
             return lambda _o: runtime_callable(lambda target, attr: object.__delattr__(write(target, attr), attr))
-        if n in ("format", "format_map"):
-            if (is_class and issubclass(obj, str)) or (not is_class and isinstance(obj, str)):
-                fmt = self.formatter
-                if is_class:
-                    if n == "format":
-                        return lambda _o: runtime_callable(lambda s, *a, **k: fmt.vformat(_as_str(s), a, k))
-                    return lambda _o: runtime_callable(lambda s, m: fmt.vformat(_as_str(s), (), m))
-                if n == "format":
-                    return lambda o: runtime_callable(lambda *a, **k: fmt.vformat(str.__str__(o), a, k))
-                return lambda o: runtime_callable(lambda m: fmt.vformat(str.__str__(o), (), m))
-        if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and not is_class and isinstance(obj, (str, bytes, bytearray)):
+        if n == "register" and is_class and isinstance(obj, abc.ABCMeta):
+            return self._abc_register(obj)
+        cls = obj if is_class else t
+        raw = _raw_attribute(cls, n)
+        kind = _stand_in_kind(raw, n)
+        if kind is None:
+            return None
+        make = self._stand_in_maker(kind, n)
+        if not is_class:
+            return lambda o: make(getattr(o, n), o)
+        if _binds_to_the_class(raw):   # dict.fromkeys, a staticmethod: the class read is already bound
+            return lambda c: make(getattr(c, n), c)
+        return lambda c: runtime_callable(functools.partial(_call_unbound, make, getattr(c, n)))
+
+    def _substitute_super(self, sup, n):
+        """super().n: the stand-in for what n resolves to after the super's class in the MRO."""
+        owner = sup.__self_class__
+        if owner is None:
+            return None
+        kind = _stand_in_kind(_raw_attribute(owner, n, after=sup.__thisclass__), n)
+        if kind is None:
+            return None
+        make, target = self._stand_in_maker(kind, n), sup.__self__
+        return lambda s: make(getattr(s, n), target)
+
+    def _stand_in_maker(self, kind, n):
+        """make(bound, target) -> the callable a cell receives in place of bound (target: its self)."""
+        if kind == "format":
+            fmt = self.formatter
+            return lambda bound, target: runtime_callable(lambda *a, **k: fmt.vformat(_as_str(target), a, k))
+        if kind == "format_map":
+            fmt = self.formatter
+            return lambda bound, target: runtime_callable(lambda m: fmt.vformat(_as_str(target), (), m))
+        if kind == "pad":
             padded = self.padded
-            return lambda o: runtime_callable(functools.partial(padded, getattr(o, n)))
-        if n in ("ljust", "rjust", "center", "zfill", "expandtabs") and is_class and issubclass(obj, (str, bytes, bytearray)):
-            padded, unbound = self.padded, getattr(obj, n)    # str.ljust('a', n): the same width check
-            return lambda _o: runtime_callable(lambda s, *rest: padded(functools.partial(unbound, s), *rest))
-        if n in ("replace", "translate") and (issubclass(obj, (str, bytes, bytearray)) if is_class
-                                             else isinstance(obj, (str, bytes, bytearray))):
+            return lambda bound, target: runtime_callable(functools.partial(padded, bound))
+        if kind == "grow_text":
             # s.replace('a', s) builds len(s)**2 in C: the result's size is estimated first
             grown = self.checked_growth
-            if is_class:
-                unbound = getattr(obj, n)
-                return lambda _o: runtime_callable(lambda s, *a, **k: grown(n, s, functools.partial(unbound, s), a, k))
-            return lambda o: runtime_callable(lambda *a, **k: grown(n, o, getattr(o, n), a, k))
-        if n == "tolist" and not is_class and _origin(t) == "numpy" and isinstance(getattr(obj, "size", None), int):
-            # arr.tolist() makes a Python object per element in one C call (~32 bytes each, not 8)
-            too_large = self._too_large
-            limit = self.max_bytes
-
-            def tolist(o):
-                if o.size * 32 > limit:
-                    too_large(f"tolist() of {o.size:,} elements (~{o.size * 32:,} bytes of Python objects)")
-                return o.tolist()
-            return lambda o: runtime_callable(functools.partial(tolist, o))
-        if n == "__init__" and _real_deque_init(obj, is_class):
-            # d.__init__(iterable) refills a deque in C, like deque(iterable): charged the same way
-            charge, init = self.charge_consumed, collections.deque.__init__
-            if is_class:
-                return lambda _o: runtime_callable(lambda d, *a, **k: (charge(a[:1]), init(d, *a, **k))[1])
-            return lambda o: runtime_callable(lambda *a, **k: (charge(a[:1]), init(o, *a, **k))[1])
-        if n == "__format__":
-            # x.__format__(spec) is format(x, spec): the same width check on the spec
-            check = self.check_format_spec
-            if is_class:
-                unbound = getattr(obj, n)
-                return lambda _o: runtime_callable(lambda value, spec: unbound(value, check(spec)))
-            return lambda o: runtime_callable(lambda spec, bound=getattr(o, n): bound(check(spec)))
-        if n == "register" and is_class and isinstance(obj, abc.ABCMeta) and not is_sandbox_class(obj):
-            # numbers.Number.register(str) would change isinstance() for the whole process
-            def refuse(*args, **kwargs):
-                self.deny(CallDenied(f"{_type_name(obj)}.register()", "library ABCs are shared with the host"))
-            return lambda _o: runtime_callable(refuse)
-        if n in _GROWING_METHODS and not is_class and t in _GROWING_TYPES:
-            sized = self.sized
-            return lambda o: functools.partial(_grow_call, sized, getattr(o, n))
-        if n in _GROWING_METHODS and is_class and obj in _GROWING_TYPES:
-            sized = self.sized   # dict.fromkeys(it), set.update(s, it): the same charge
-            return lambda o: functools.partial(_grow_call, sized, getattr(o, n))
-        if n in ("count", "index") and not is_class and t is range:
+            return lambda bound, target: runtime_callable(lambda *a, **k: grown(n, target, bound, a, k))
+        if kind in ("consume", "consume_first"):
+            # C consumes the iterables: made material through the sized gate first (charged)
+            sized, first = self.sized, kind == "consume_first"
+            return lambda bound, target: runtime_callable(functools.partial(_grow_call, sized, bound, first))
+        if kind == "consume_init":
+            # d.__init__(iterable) refills a container in C, like its constructor: charged the same way
+            charge = self.charge_consumed
+            return lambda bound, target: runtime_callable(lambda *a, **k: (charge(a[:1]), bound(*a, **k))[1])
+        if kind == "join":
+            join = self.checked_join
+            return lambda bound, target: runtime_callable(lambda parts: join(target, bound, parts))
+        if kind == "range_walk":
             # range.count(1.5) walks the range in C (an exact int is answered in O(1))
             charge = self.charge_consumed
 
-            def walk(o, v, *a):
+            def walk(bound, target, v, *a):
                 if type(v) is not int and type(v) is not bool:
-                    charge((o,))
-                return getattr(o, n)(v, *a)
-            return lambda o: runtime_callable(functools.partial(walk, o))
-        if n in _STRING_DISPATCH and not is_class and _origin(t) == "pandas":
-            return lambda o: _string_dispatch_guard(getattr(o, n), o, self)
-        if n == "show" and not is_class and self.display is not None and _is_plotly_figure(t):
-            display = self.display
-            return lambda fig: runtime_callable(lambda *a, **k: display(fig))
-        if n in ("write_html", "to_html") and not is_class and _is_plotly_figure(t):
-            return lambda fig: _no_auto_open(getattr(fig, n))
-        return None
+                    charge((target,))
+                return bound(v, *a)
+            return lambda bound, target: runtime_callable(functools.partial(walk, bound, target))
+        if kind == "tolist":
+            # arr.tolist() makes a Python object per element in one C call (~32 bytes each, not 8)
+            too_large, limit = self._too_large, self.max_bytes
+
+            def tolist(bound, target):
+                size = _array_size(target)
+                if size * 32 > limit:
+                    too_large(f"tolist() of {size:,} elements (~{size * 32:,} bytes of Python objects)")
+                return bound()
+            return lambda bound, target: runtime_callable(functools.partial(tolist, bound, target))
+        if kind == "format_spec":
+            # x.__format__(spec) is format(x, spec): the same width check on the spec
+            check = self.check_format_spec
+            return lambda bound, target: runtime_callable(lambda spec: bound(check(spec)))
+        if kind == "plotly_show":
+            display, deny = self.display, self.deny
+
+            def show(target, *a, **k):
+                if display is None:
+                    deny(CallDenied("Figure.show()", "there is no display here"))
+                return display(target)
+            return lambda bound, target: runtime_callable(functools.partial(show, target))
+        if kind == "no_auto_open":
+            return lambda bound, target: _no_auto_open(bound)
+        if kind == "readinto":
+            return lambda bound, target: _guards.readinto_stand_in(bound)
+        raise AssertionError(f"no stand-in maker for {kind}")
+
+    def _abc_register(self, abc_class):
+        """ABC.register() puts a class in a registry the whole process consults (a cell ABC's registry
+        too, through its library bases' subclass checks): only the cell's own classes may be registered,
+        and only with an ABC whose ABC bases are all the cell's."""
+        register = getattr(abc_class, "register")
+        library_bases = [k for k in abc_class.__mro__ if isinstance(k, abc.ABCMeta) and not is_sandbox_class(k)
+                         and k is not abc.ABC]
+        deny = self.deny
+
+        def guarded(subclass):
+            if not is_sandbox_class(abc_class) or library_bases and not is_sandbox_class(subclass):
+                deny(CallDenied(f"{_type_name(abc_class)}.register({_type_name(subclass)})",
+                                "library ABCs are shared with the host; a cell's ABC may register only the "
+                                "cell's own classes when it derives from one"))
+            return register(subclass)
+        return lambda _o: runtime_callable(guarded)
 
     def _check_value(self, value, obj=None, name=None):
         """What a read returns must itself be something the cell may hold."""
@@ -860,6 +912,7 @@ class Gates:
                 return obj
         except (KeyError, TypeError):
             pass
+        self._catch_up_with_loaded_modules()
         n = _normalise(name)
         if t is ModuleType:
             self.deny(AttributeDenied(f"'{n}' of module '{obj.__dict__.get('__name__')}'",
@@ -1074,6 +1127,8 @@ class Gates:
 
     def checked_growth(self, name, text, method, args, kwargs):
         """str/bytes replace and translate, refused when the result would pass the size cap."""
+        if not isinstance(text, _TEXT):
+            return method(*args, **kwargs)   # str.replace(5, ...): the method's own TypeError
         if name == "replace" and len(args) >= 2:
             old, new = args[0], args[1]
             if isinstance(old, (str, bytes, bytearray)) and isinstance(new, (str, bytes, bytearray)) \
@@ -1091,6 +1146,27 @@ class Gates:
             if _true_len(text) * longest > self.max_bytes // 4:
                 self._too_large(f"translate() growing a string to ~{_true_len(text) * longest:,} characters")
         return method(*args, **kwargs)
+
+    def checked_join(self, separator, method, parts):
+        """sep.join(parts) builds its whole result in one C call: the parts are made material (charged)
+        and the result's size, counted as the builtin types count it, is checked first."""
+        if type(parts) not in (list, tuple):
+            parts = self.sized(list, parts)
+        if not isinstance(separator, _TEXT):
+            return method(parts)
+        try:
+            if isinstance(separator, str):
+                size = sum(map(str.__len__, parts))
+                limit = self.max_bytes // 4
+            else:
+                size = sum(map(_byte_length, parts))
+                limit = self.max_bytes
+        except TypeError:
+            return method(parts)   # a part of the wrong type: join's own error
+        size += max(len(parts) - 1, 0) * _true_len(separator)
+        if size > limit:
+            self._too_large(f"join() building ~{size:,} characters")
+        return method(parts)
 
     def starred(self, value):
         """'*value' in a call, a display or an unpacking: C consumes all of it, so it goes through the
@@ -1146,10 +1222,7 @@ class Gates:
         if rule is None:
             self.deny(ImportDenied(name, "this module is not granted", hint=self._modules_hint()))
         mod = importlib.import_module(name)
-        if self._unresolved:
-            self._resolve_object_rules()
-        _guards.register_library_guards()
-        bound_numpy_allocations()   # numpy imported by this cell allocates within its limit from now on
+        self._catch_up_with_loaded_modules()
         return mod
 
     def import_(self, name, as_leaf):
@@ -1273,10 +1346,60 @@ class Gates:
                     if protocol not in cls.__dict__:
                         setattr(cls, protocol, _NO_RAW_ARRAY)
             refuse_raw_protocols_in_hooks(cls)
+            if isinstance(cls, abc.ABCMeta):
+                _confine_abc_hooks(cls)
             if type(cls) is type and _wholly_sandboxed(cls) and all(
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
+
+
+# -- process-wide registries: a cell's ABC answers only inside its cell ------------------------------------
+# An ABC asks every subclass's __subclasshook__ (through __subclasses__(), so a cell's subclass of
+# collections.abc.Mapping answers isinstance(x, Mapping) for the whole process), calls a class's own
+# __subclasscheck__/__instancecheck__, and caches the answers in the ABC and all its bases. A cell's
+# hooks are wrapped: outside a running cell (after it, in the kernel's threads) they answer as if absent.
+# At the end of every cell the caches of the ABCs that took a cell's answers are emptied, so nothing a
+# cell answered outlives it. Registration is restricted in Gates._abc_register.
+_CELL_ABCS: "weakref.WeakSet[type]" = weakref.WeakSet()   # cell ABCs and the library ABCs above them
+_ABC_HOOKS = ("__subclasshook__", "__subclasscheck__", "__instancecheck__")
+
+
+def _confine_abc_hooks(cls) -> None:
+    for name in _ABC_HOOKS:
+        raw = cls.__dict__.get(name)
+        if raw is None or getattr(raw, "__st_confined__", False):
+            continue
+        wrapper = classmethod if isinstance(raw, classmethod) else staticmethod if isinstance(raw, staticmethod) \
+            else None
+        function = raw.__func__ if wrapper is not None else raw
+
+        def confined(*args, __function=function, __name=name, __bound=wrapper is classmethod):
+            if cell_is_running():
+                return __function(*args)
+            if __name == "__subclasshook__":
+                return NotImplemented
+            if __bound:   # (cls, sub): the answer ABCMeta itself gives
+                return getattr(abc.ABCMeta, __name)(args[0], args[-1])
+            return False
+        confined.__st_confined__ = True
+        runtime_callable(confined)
+        type.__setattr__(cls, name, wrapper(confined) if wrapper is not None else confined)
+    for k in cls.__mro__:
+        if isinstance(k, abc.ABCMeta):
+            _CELL_ABCS.add(k)
+
+
+def forget_cell_abc_answers() -> None:
+    """The end of a cell: every ABC a cell's class could have answered for forgets the answers."""
+    for k in list(_CELL_ABCS):
+        try:
+            k._abc_caches_clear()
+        except Exception:   # noqa: BLE001 - teardown must go on
+            pass
+
+
+at_cell_end(forget_cell_abc_answers)
 
 
 def _is_ndarray(obj) -> bool:
@@ -1287,13 +1410,6 @@ def _is_ndarray(obj) -> bool:
 def _is_ndarray_class(cls) -> bool:
     np = sys.modules.get("numpy")
     return np is not None and isinstance(cls, type) and issubclass(cls, np.ndarray)
-
-
-def _real_deque_init(obj, is_class) -> bool:
-    """obj.__init__ would be deque's own (not a cell subclass's)."""
-    cls = obj if is_class else type(obj)
-    return isinstance(cls, type) and issubclass(cls, collections.deque) \
-        and getattr(cls, "__init__", None) is collections.deque.__init__
 
 
 def _no_raw_array(self):
@@ -1435,22 +1551,113 @@ def _is_plotly_figure(t) -> bool:
     return False
 
 
-# Methods that consume an iterable in C: x.extend(iter(x)) feeds itself forever, "".join(map(str,
-# range(10**18))) runs past every limit. Their iterator arguments are first materialised through the
-# sized gate (charged as ticks, and a snapshot).
-_GROWING_METHODS = frozenset({"extend", "update", "extendleft", "union", "intersection", "difference",
-                              "symmetric_difference", "fromkeys", "join", "isdisjoint", "issubset",
-                              "issuperset"})
-assert _GROWING_METHODS | {"format", "format_map", "ljust", "rjust", "center", "zfill", "expandtabs"} \
-    <= DATA_METHODS_WITH_STAND_INS, "the rewriter's inline path must leave every stand-in to the gates"
-_GROWING_TYPES = frozenset({list, set, dict, bytearray, str, bytes, collections.deque})
+# -- stand-ins: what a name resolves to decides its stand-in, for instance and class reads alike ----------
+
+def _raw_attribute(cls, n, after=None):
+    """The entry for n in cls's MRO (unbound, as the class dict holds it), searching after `after`
+    (a super()'s class); None where no class defines it. The MRO and dicts are read through type's own
+    descriptors: a class cannot answer for itself."""
+    try:
+        mro = type.__dict__["__mro__"].__get__(cls)
+    except TypeError:
+        return None
+    start = 0
+    if after is not None:
+        start = next((i + 1 for i, k in enumerate(mro) if k is after), len(mro))
+    for k in mro[start:]:
+        namespace = type.__dict__["__dict__"].__get__(k)
+        if n in namespace:
+            return namespace[n]
+    return None
+
+
+_STAND_IN_KINDS: dict = {}   # a method as its class dict holds it -> the kind of check its stand-in makes
+
+
+def add_stand_in_kind(kind: str, cls, names) -> None:
+    """The methods `names` of cls (as cls's own dict holds them) get the stand-in of `kind`."""
+    namespace = type.__dict__["__dict__"].__get__(cls)
+    for n in names:
+        if n in namespace:
+            _STAND_IN_KINDS[namespace[n]] = kind
+
+
+def _stand_in_kind(raw, n):
+    if n == "__format__":
+        return "format_spec"   # any class's __format__ (object's, int's, a library's): the spec is checked
+    if raw is None:
+        return None
+    try:
+        return _STAND_IN_KINDS.get(raw)
+    except TypeError:   # an unhashable class attribute
+        return None
+
+
+def _binds_to_the_class(raw) -> bool:
+    return isinstance(raw, (classmethod, staticmethod)) or type(raw).__name__ == "classmethod_descriptor"
+
+
+def _call_unbound(make, unbound, target, *args, **kwargs):
+    """A method read from the class, called with the cell's choice of self: the instance stand-in for it."""
+    return make(functools.partial(unbound, target), target)(*args, **kwargs)
+
+
+runtime_callable(_call_unbound)
+
+
+def _array_size(obj) -> int:
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        return np.ndarray.size.__get__(obj)
+    return 1
+
+
+_TEXT = (str, bytes, bytearray)
+# C consumers of an iterable: x.extend(iter(x)) feeds itself forever, set().__init__(repeat(1, 10**9))
+# runs past every limit. Their iterables are charged (and made material) before C starts.
+for _cls, _names in ((list, ("extend", "__iadd__")), (bytearray, ("extend",)), (dict, ("update", "__ior__")),
+                     (set, ("update", "union", "intersection", "difference", "symmetric_difference", "isdisjoint",
+                            "issubset", "issuperset", "intersection_update", "difference_update",
+                            "symmetric_difference_update")),
+                     (frozenset, ("union", "intersection", "difference", "symmetric_difference", "isdisjoint",
+                                  "issubset", "issuperset")),
+                     (collections.deque, ("extend", "extendleft", "__iadd__")),
+                     (collections.OrderedDict, ("update",)), (collections.Counter, ("update", "subtract")),
+                     (array.array, ("extend",))):
+    add_stand_in_kind("consume", _cls, _names)
+for _cls in (dict, collections.OrderedDict):
+    add_stand_in_kind("consume_first", _cls, ("fromkeys",))
+for _cls in (list, set, dict, bytearray, collections.deque, collections.OrderedDict, collections.Counter):
+    add_stand_in_kind("consume_init", _cls, ("__init__",))
+for _cls in _TEXT:
+    add_stand_in_kind("join", _cls, ("join",))
+    add_stand_in_kind("pad", _cls, ("ljust", "rjust", "center", "zfill", "expandtabs"))
+    add_stand_in_kind("grow_text", _cls, ("replace", "translate"))
+add_stand_in_kind("format", str, ("format",))
+add_stand_in_kind("format_map", str, ("format_map",))
+add_stand_in_kind("range_walk", range, ("count", "index"))
+del _cls, _names
+
+
+def _inline_names() -> set:
+    """Non-dunder names of builtin data whose methods have stand-ins."""
+    names = set()
+    for cls in _PURE_DATA:
+        for n, v in type.__dict__["__dict__"].__get__(cls).items():
+            if not n.startswith("__") and _stand_in_kind(v, n) is not None:
+                names.add(n)
+    return names
+
+
+assert _inline_names() <= DATA_METHODS_WITH_STAND_INS, \
+    f"the rewriter's inline path must leave every stand-in to the gates: {_inline_names() - DATA_METHODS_WITH_STAND_INS}"
 _MATERIAL = frozenset({list, tuple, set, frozenset, dict, str, bytes, bytearray, range})
 
 
-def _grow_call(sized, method, *args, **kwargs):
-    """The iterables a growing method consumes (all its arguments; fromkeys: the first) are made
+def _grow_call(sized, method, first_only, *args, **kwargs):
+    """The iterables a consuming method takes (all its arguments; fromkeys: the first) are made
     material through the sized gate first; a range is charged, not copied (C walks all of it)."""
-    consumed = 1 if getattr(method, "__name__", "") == "fromkeys" else len(args)
+    consumed = 1 if first_only else len(args)
     made = []
     for i, a in enumerate(args):
         if i < consumed and type(a) is range:
@@ -1462,39 +1669,6 @@ def _grow_call(sized, method, *args, **kwargs):
 
 
 runtime_callable(_grow_call)
-
-# pandas methods that accept a method *name* and look it up with getattr inside pandas.
-_STRING_DISPATCH = frozenset({"apply", "agg", "aggregate", "transform", "map", "applymap", "pipe"})
-
-
-def _string_dispatch_guard(method, obj, gates):
-    """df.apply("eval", ...) would reach a method the policy denies (or a private one) through
-    pandas' own getattr; names passed as strings are checked as if the cell had written obj.name."""
-    def names(arg):
-        if isinstance(arg, str):
-            yield str.__str__(arg)   # the characters pandas' getattr will use, whatever a subclass claims
-        elif isinstance(arg, (list, tuple)):
-            for a in arg:
-                yield from names(a)
-        elif isinstance(arg, dict):
-            for a in arg.values():
-                yield from names(a)
-
-    def guarded(*args, **kwargs):
-        candidates = list(args[:1]) + [kwargs.get(k) for k in ("func", "arg") if k in kwargs]
-        for candidate in candidates:
-            for name in names(candidate):
-                if name.startswith("_") or gates._pair_denied(obj, name) or name in _DISPATCH_NEVER:
-                    gates.deny(CallDenied(f"{method.__name__}({name!r})",
-                                          "this method is not allowed, by name or otherwise"))
-        return method(*args, **kwargs)
-    guarded.__name__ = getattr(method, "__name__", "apply")
-    guarded.__doc__ = getattr(method, "__doc__", None)
-    return runtime_callable(guarded)
-
-
-_DISPATCH_NEVER = frozenset({"eval", "query", "to_pickle", "to_clipboard", "to_hdf", "to_sql", "to_parquet",
-                             "to_feather", "to_orc"})
 
 
 def _no_auto_open(method):
@@ -1553,6 +1727,14 @@ def _true_len(seq) -> int:
         if isinstance(seq, base):
             return base.__len__(seq)
     return len(seq)
+
+
+def _byte_length(x) -> int:
+    """The bytes a bytes-like part adds to a join (its buffer's size, whatever its __len__ says)."""
+    if type(x) is bytes or type(x) is bytearray:
+        return len(x)
+    with memoryview(x) as view:
+        return view.nbytes
 
 
 def _as_count(x):

@@ -20,6 +20,7 @@ import decimal
 import enum
 import functools
 import heapq
+import io
 import itertools
 import math
 import operator
@@ -35,10 +36,10 @@ except ImportError:
 if not hasattr(_numpyguard, "install_raw_protocol_sink"):
     _numpyguard = None   # absent, or a stale build of an older source: the Python fallbacks instead
 
-from .confine import cell_is_running
-from .denials import CallDenied, SizeDenied, genuine
-from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open,
-                    _type_name, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
+from .confine import cell_is_running, route_native_file_io
+from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
+from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open, _type_name,
+                    add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
 
 
@@ -902,18 +903,141 @@ def _refuse_raw_protocols_on_library_classes() -> None:
             _PROTECTED_CLASSES.add(sub)
 
 
+# -- lookups by string inside granted libraries: the string-dispatch sink ----------------------------------
+# pandas' apply/agg/transform (Series, DataFrame, GroupBy, Resampler, windows, pivot_table's aggfunc) and a
+# few scipy functions (kstest's cdf name, probplot's dist, root_scalar's method, load_npz's format) turn a
+# string their caller chose into getattr/hasattr/setattr inside the library. In these modules (found by
+# reading every getattr(x, <computed name>) of the granted libraries: docs/security.md, "Inventory of
+# sinks") the three builtins are replaced by versions that, while a cell runs, resolve a name that is not
+# one of the calling function's own constants through the attribute gate: public names only, the
+# policy's object rules, the value checked. Names each module computes itself are listed with it.
+STRING_LOOKUP_MODULES = {
+    "pandas.core.apply": (), "pandas.core.groupby.generic": (), "pandas.core.groupby.groupby": (),
+    "pandas.core.resample": (), "pandas.core.reshape.pivot": (), "pandas.core.indexers.objects": (),
+    "pandas.core.window.rolling": ("_grouper",),
+    "scipy.stats._stats_py": (), "scipy.stats._hypotests": (), "scipy.stats._morestats": (),
+    "scipy.stats._sampling": (), "scipy.stats._fit": (), "scipy.sparse._matrix_io": (),
+    "scipy.optimize._root_scalar": (),
+}
+_BUILTIN_GETATTR, _BUILTIN_HASATTR, _BUILTIN_SETATTR = getattr, hasattr, setattr
+
+
+def _chosen_by_the_caller(name, own_names) -> bool:
+    """True when name is neither a constant of the library function calling the builtin (two frames up)
+    nor one of the names its module computes itself."""
+    return name not in own_names and name not in sys._getframe(2).f_code.co_consts
+
+
+# pandas' evaluator by name ('eval', 'query' on any object): closed at its source as well; asked for by
+# string, it is a denial on record whatever object was asked.
+_EVALUATOR_NAMES = frozenset({"eval", "query"})
+
+
+def _gated_lookup(own_names):
+    def lookup_getattr(obj, name, *default):
+        if isinstance(name, str) and cell_is_running():
+            name = str.__str__(name)   # the characters the lookup uses, whatever a str subclass claims
+            if _chosen_by_the_caller(name, own_names):
+                gates = CURRENT_GATES.get()
+                if name in _EVALUATOR_NAMES:
+                    exc = genuine(CallDenied(f"'{name}' looked up by string", "pandas' expression evaluator "
+                                             "evaluates text outside the sandbox"))
+                    if gates is not None:
+                        gates.deny(exc)
+                    raise exc
+                if gates is not None:
+                    return gates.builtin_getattr(obj, name, *default)
+                if name.startswith("_"):
+                    raise genuine(CallDenied(f"a lookup of '{name}' by string", "only public names"))
+        return _BUILTIN_GETATTR(obj, name, *default)
+
+    def lookup_hasattr(obj, name):
+        if isinstance(name, str) and cell_is_running():
+            name = str.__str__(name)
+            if _chosen_by_the_caller(name, own_names):
+                try:
+                    lookup_getattr(obj, name)   # a refused name is a denial, not a quiet False
+                    return True
+                except SandboxViolation:
+                    raise
+                except AttributeError:
+                    return False
+        return _BUILTIN_HASATTR(obj, name)
+
+    def lookup_setattr(obj, name, value):
+        if isinstance(name, str) and cell_is_running():
+            name = str.__str__(name)
+            if _chosen_by_the_caller(name, own_names):
+                gates = CURRENT_GATES.get()
+                if gates is not None:
+                    return gates.builtin_setattr(obj, name, value)
+                if name.startswith("_"):
+                    raise genuine(CallDenied(f"setting '{name}' by string", "only public names"))
+        return _BUILTIN_SETATTR(obj, name, value)
+    lookup_getattr.__name__, lookup_hasattr.__name__, lookup_setattr.__name__ = "getattr", "hasattr", "setattr"
+    return lookup_getattr, lookup_hasattr, lookup_setattr
+
+
+def _close_string_lookups() -> None:
+    for name, own_names in STRING_LOOKUP_MODULES.items():
+        module = sys.modules.get(name)
+        namespace = getattr(module, "__dict__", None)
+        if namespace is None or getattr(namespace.get("getattr"), "__st_closed__", False):
+            continue
+        functions = _gated_lookup(frozenset(own_names))
+        for fn in functions:
+            fn.__st_closed__ = True
+            namespace[fn.__name__] = fn
+
+
+def _guard_pandas_plot_backend() -> None:
+    """pandas imports its plotting backend by the name in an option a cell sets (pd.set_option(
+    'plotting.backend', name), df.plot(backend=name)): while a cell runs, only a granted module."""
+    module = sys.modules.get("pandas.plotting._core")
+    original = getattr(module, "_load_backend", None)
+    if original is None or getattr(original, "__st_closed__", False):
+        return
+
+    def _load_backend(backend):
+        if cell_is_running() and backend != "matplotlib":   # 'matplotlib' is pandas' own module
+            gates = CURRENT_GATES.get()
+            if gates is None or type(backend) is not str or not gates.policy.module_allowed(backend):
+                exc = genuine(ImportDenied(f"plotting backend {str(backend)[:40]!r}", "this module is not granted"))
+                if gates is not None:
+                    gates.deny(exc)
+                raise exc
+        return original(backend)
+    _load_backend.__st_closed__ = True
+    module._load_backend = _load_backend
+
+
 def register_library_guards() -> None:
-    """Guards for library functions, registered once their library has been imported."""
+    """Guards for library functions, registered once their library has been loaded (by a cell's import
+    or by another library: Gates._catch_up_with_loaded_modules)."""
     _disable_pandas_evaluator()
     _refuse_raw_protocols_on_library_classes()
+    _close_string_lookups()
+    _guard_pandas_plot_backend()
+    route_native_file_io()
     np = sys.modules.get("numpy")
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)
         CALL_GUARDS.update(guards)
         _KEEP.extend(guards)
+        add_stand_in_kind("tolist", np.ndarray, ("tolist",))
+        add_stand_in_kind("tolist", np.generic, ("tolist",))
     pio = sys.modules.get("plotly.io")
     if pio is not None and pio.show not in CALL_GUARDS:
         CALL_GUARDS[pio.show] = _guard_plotly_show
         CALL_GUARDS[pio.write_html] = _guard_auto_open
         CALL_GUARDS[pio.to_html] = _guard_auto_open
         _KEEP.extend((pio.show, pio.write_html, pio.to_html))
+    figure = getattr(sys.modules.get("plotly.basedatatypes"), "BaseFigure", None)
+    if figure is not None:
+        add_stand_in_kind("plotly_show", figure, ("show",))
+        add_stand_in_kind("no_auto_open", figure, ("write_html", "to_html"))
+
+
+if not BUFFERS_CHECKED_IN_C:   # without _numpyguard: readinto refuses object arrays itself
+    for _reader in (io.BytesIO, io.BufferedReader, io.BufferedRandom, io.FileIO):
+        add_stand_in_kind("readinto", _reader, ("readinto", "readinto1"))

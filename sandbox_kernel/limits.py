@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 from .denials import (Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded,
                       genuine)
@@ -95,6 +96,11 @@ class Budget:
         self.tripped: LimitExceeded | None = None
         self.running = False
         self._cancel_requested = False
+        # The warnings filters are process-wide: a cell's (warnings.simplefilter('error'), a filter on a
+        # class of the cell's) would act in the host's code after the cell. Each engine's cells keep
+        # their own filters, installed only while a cell runs.
+        self._cell_warnings = (list(warnings.filters), warnings.showwarning, warnings._showwarnmsg_impl)
+        self._host_warnings = None
         self._idle()
 
     # -- arming ----------------------------------------------------------------------------------
@@ -117,6 +123,7 @@ class Budget:
         self._current = None
         self.running = True
         self.numpy_refused = 0
+        self._swap_warnings(cell=True)
         if _numpyguard is not None:
             bound_numpy_allocations()
             _numpyguard.set_limit(self.memory_limit or 0, self.rss_start)
@@ -142,7 +149,21 @@ class Budget:
                 policy=self.policy_name))
         self._disarm_alarm()
         self._idle()
+        self._swap_warnings(cell=False)
         return self.tripped
+
+    def _swap_warnings(self, cell: bool) -> None:
+        """Install the cell's warnings filters (cell=True) or put the host's back, keeping the cell's."""
+        current = (list(warnings.filters), warnings.showwarning, warnings._showwarnmsg_impl)
+        if cell:
+            self._host_warnings, wanted = current, self._cell_warnings
+        elif self._host_warnings is not None:
+            self._cell_warnings, wanted, self._host_warnings = current, self._host_warnings, None
+        else:
+            return
+        warnings.filters[:] = wanted[0]
+        warnings.showwarning, warnings._showwarnmsg_impl = wanted[1], wanted[2]
+        warnings._filters_mutated()
 
     def _install(self, fn):
         self._builtins["__st_tick__"] = fn

@@ -48,7 +48,8 @@ SIZED_CALLS = frozenset({
 DATA_METHODS_WITH_STAND_INS = frozenset({
     "format", "format_map", "ljust", "rjust", "center", "zfill", "expandtabs", "extend", "update",
     "extendleft", "union", "intersection", "difference", "symmetric_difference", "fromkeys", "join",
-    "replace", "translate", "isdisjoint", "issubset", "issuperset", "count", "index",
+    "replace", "translate", "isdisjoint", "issubset", "issuperset", "count", "index", "intersection_update",
+    "difference_update", "symmetric_difference_update",
 })
 
 # The largest constant exponent / multiplier that is left ungated (x**2, x*3.0 stay fast).

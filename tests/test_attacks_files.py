@@ -188,3 +188,100 @@ def test_strict_policy_has_no_files(strict, outside):
     r = strict.run("open('x.txt', 'w')")
     assert not r.ok and r.denials, r
     assert not (strict.workdir / "x.txt").exists()
+
+
+# --- Issue 10, finding 6: native file I/O inside granted libraries -----------------------------------------
+# The path hooks and the audit hook see only files opened through Python (io.open, os.*). A granted
+# library's own C/C++/Fortran code that opens a file *by name* bypasses both: scipy.io.mmwrite/mmread
+# (fast_matrix_market, C++ std::filebuf) and scipy.odr's report and error files (Fortran OPEN) wrote
+# outside the working directory at levels none and process. Each such entry point is routed through the
+# working-directory confinement or refused; the inventory (from the libraries' native symbol tables and
+# their callers) is in docs/security.md, "Inventory of sinks".
+
+NATIVE_WRITES = {
+    "mmwrite": "import scipy.io, scipy.sparse\nscipy.io.mmwrite({target!r}, scipy.sparse.eye(2))",
+    "mmwrite_pathlike": "import scipy.io, scipy.sparse\nclass P:\n    def __fspath__(self):\n        return {target!r}\n"
+                        "scipy.io.mmwrite(P(), scipy.sparse.eye(2))",
+    "mmwrite_relative": "import scipy.io, scipy.sparse\nscipy.io.mmwrite('../outside/' + {name!r}, scipy.sparse.eye(2))",
+    "odr_report_file": "import numpy as np, scipy.odr as odr\nx = np.arange(5.0)\n"
+                       "odr.ODR(odr.Data(x, 2 * x), odr.Model(lambda b, x: b[0] * x), beta0=[1.0], "
+                       "rptfile={target!r}, iprint=1111).run()",
+    "odr_error_file": "import numpy as np, scipy.odr as odr\nx = np.arange(5.0)\n"
+                      "odr.ODR(odr.Data(x, 2 * x), odr.Model(lambda b, x: b[0] * x), beta0=[1.0], "
+                      "errfile={target!r}, iprint=1111).run()",
+    "odr_set_iprint": "import numpy as np, scipy.odr as odr\nx = np.arange(5.0)\n"
+                      "o = odr.ODR(odr.Data(x, 2 * x), odr.Model(lambda b, x: b[0] * x), beta0=[1.0])\n"
+                      "o.rptfile = {target!r}\no.set_iprint(init=2, iter=2, final=2)\no.run()",
+    "highs_log_file": "import scipy.optimize as so\nso.linprog([1], bounds=[(0, 1)], options={{'log_file': {target!r}}})",
+    "highs_solution_file": "import scipy.optimize as so\nso.linprog([1], bounds=[(0, 1)], "
+                           "options={{'solution_file': {target!r}, 'write_solution_to_file': True}})",
+    "highs_model_file": "import scipy.optimize as so\nso.linprog([1], bounds=[(0, 1)], "
+                        "options={{'write_model_file': {target!r}, 'write_model_to_file': True}})",
+    "milp_model_file": "import numpy as np, scipy.optimize as so\n"
+                       "so.milp(np.array([1.0]), bounds=so.Bounds(0, 1), "
+                       "options={{'write_model_file': {target!r}, 'write_model_to_file': True}})",
+    "milp_log_file": "import numpy as np, scipy.optimize as so\n"
+                     "so.milp(np.array([1.0]), bounds=so.Bounds(0, 1), options={{'log_file': {target!r}}})",
+    "qhull_output_option": "import numpy as np, scipy.spatial as sp\n"
+                           "sp.Delaunay(np.random.rand(8, 2), qhull_options='TO' + {target!r})",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(NATIVE_WRITES))
+def test_native_file_writes_stay_in_the_working_directory(run, outside, variant):
+    target = outside / f"native_{variant}.txt"
+    r = run(NATIVE_WRITES[variant].format(target=str(target), name=target.name))
+    written = sorted(p.name for p in outside.iterdir())
+    assert written == [], f"{variant} wrote outside the working directory: {written} ({r})"
+
+
+NATIVE_READS = {
+    "mmread_absolute": "import scipy.io\nm = scipy.io.mmread({source!r})",
+    "mmread_relative": "import scipy.io\nm = scipy.io.mmread('../outside/' + {name!r})",
+    "mminfo": "import scipy.io\nm = scipy.io.mminfo({source!r})",
+    "qhull_input_option": "import numpy as np, scipy.spatial as sp\n"
+                          "m = sp.Delaunay(np.random.rand(8, 2), qhull_options='TI' + {source!r}).points.tolist()",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(NATIVE_READS))
+def test_native_file_reads_stay_in_the_working_directory(run, outside, host_secret, variant):
+    source = outside / "secret.mtx"
+    source.write_text(f"%%MatrixMarket matrix coordinate real general\n% {host_secret}\n1 1 1\n1 1 7.5\n")
+    r = run(NATIVE_READS[variant].format(source=str(source), name=source.name) + "\nprint(m)")
+    assert "7.5" not in r.stdout and not r.leaked(host_secret), f"{variant} read outside the working directory ({r})"
+
+
+def test_unuran_writes_no_log_file(run, sandbox):
+    """UNU.RAN (scipy.stats.sampling) opens its log file 'unuran.log' with fopen when no stream and no
+    error handler are set; scipy sets a handler, so errors reach Python and no file is made."""
+    r = run("import numpy as np\nfrom scipy.stats import sampling\nclass D:\n"
+            "    def pdf(self, x):\n        return np.exp(-x * x / 2)\n"
+            "    def dpdf(self, x):\n        return -x * np.exp(-x * x / 2)\n"
+            "    def support(self):\n        return (-np.inf, np.inf)\n"
+            "g = sampling.NumericalInversePolynomial(D())\nx = g.rvs(3)\n"
+            "try:\n    sampling.TransformedDensityRejection(D(), c=5.0)\nexcept Exception as e:\n    print(type(e).__name__)")
+    assert r.ok, r
+    assert not os.path.exists("unuran.log") and not (sandbox.workdir / "unuran.log").exists()
+
+
+def test_native_file_io_inside_the_working_directory_still_works(run, sandbox):
+    r = run("import scipy.io, scipy.sparse, numpy as np, scipy.odr as odr\n"
+            "scipy.io.mmwrite('m.mtx', scipy.sparse.eye(2))\nm = scipy.io.mmread('m.mtx')\n"
+            "x = np.arange(5.0)\nout = odr.ODR(odr.Data(x, 2 * x), odr.Model(lambda b, x: b[0] * x), beta0=[1.0], "
+            "rptfile='report.txt').run()\n"
+            "print(m.toarray().tolist(), scipy.io.mminfo('m.mtx')[:3], round(float(out.beta[0]), 3))")
+    assert r.ok, r
+    assert r.stdout == "[[1.0, 0.0], [0.0, 1.0]] (2, 2, 2) 2.0\n", r.stdout
+    assert (sandbox.workdir / "m.mtx").exists() and (sandbox.workdir / "report.txt").exists()
+
+
+def test_native_writes_are_routed_on_the_first_call_in_a_fresh_process(tmp_path):
+    """The native module (_fmm_core) is loaded inside the first mmwrite call; the routing must already
+    hold then, not from the next gate decision on."""
+    from childcell import run_cell_in_child
+    target = tmp_path / "first.mtx"
+    result = run_cell_in_child(f"import scipy.io, scipy.sparse\nscipy.io.mmwrite({str(target)!r}, scipy.sparse.eye(2))",
+                               report=("status", "ename", "denials"), timeout=120)
+    assert not target.exists(), f"the first mmwrite wrote outside the working directory ({result})"
+    assert result.get("ename") == "FileDenied" and result.get("denials"), result

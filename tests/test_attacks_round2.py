@@ -163,7 +163,6 @@ def test_pandas_eval_is_not_reachable(sandbox, outside, route):
     "df.apply('eval', expr=expr, engine='python')",
     "df.agg('eval', expr=expr, engine='python')",
     "df.transform('query', expr=expr)",
-    "df.pipe('eval', expr=expr)",
     "getattr(df, 'eval')(expr, engine='python')",
     "pd.core.frame.DataFrame.eval(df, expr, engine='python')",
     "pd.core.computation.eval.eval(expr, engine='python')",
@@ -175,6 +174,18 @@ def test_pandas_eval_routes_are_refused(sandbox, outside, route):
     r = sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
     assert not marker.exists(), "os.system ran"
     assert r.denials, r
+
+
+def test_pipe_does_not_look_names_up(sandbox, outside):
+    """df.pipe('eval', ...) was refused by name by the old string-dispatch guard; pipe never resolves a
+    string (it calls its argument: 'str' object is not callable), so since issue 10 there is nothing to
+    refuse and nothing happens."""
+    marker = outside / "pdeval.txt"
+    sandbox.run(PANDAS_EVAL_RCE.format(route="df.pipe('eval', expr=expr)", marker=marker))
+    assert not marker.exists(), "os.system ran"
+    r = sandbox.run("import pandas as pd\ntry:\n    pd.DataFrame({'a': [1]}).pipe('eval', expr='a')\n"
+                    "except TypeError as e:\n    print(e)")
+    assert r.ok and "not callable" in r.stdout, r
 
 
 STATEFUL_STR = """\

@@ -1,0 +1,112 @@
+"""Must-block: attribute lookup by string inside granted libraries (the string-dispatch sink).
+
+pandas' apply/agg/transform (Series, DataFrame, GroupBy, Resampler, windows, pivot_table's aggfunc) look
+a *name* up on an object with getattr inside pandas, and fall back to getattr(numpy, name). A name the
+cell chose reached dunders (__setattr__ on any object), private state and policy-denied methods. The
+lookup itself is the sink: inside the library modules that turn a caller's string into an attribute
+lookup (inventory in docs/security.md, "Inventory of sinks"), a name that is not the library's own
+constant goes through the attribute gate while a cell runs: public names only, object rules, the value
+checked. Every test performs the real attack and asserts nothing happened.
+"""
+from __future__ import annotations
+
+import pytest
+
+from rawview import assert_no_full_escape, assert_no_raw_view
+
+# --- Issue 10, finding 2: string dispatch read from the *class*, on any object -----------------------------
+# The string-dispatch guard wrapped apply/agg/transform only when read from a pandas *instance*.
+# pd.Series.apply(box, "__setattr__", args=(name, value)) runs pandas' apply with self=box (any object):
+# _apply_str calls getattr(box, "__setattr__")(*args), planting numpy's raw protocol in a library
+# instance's __dict__ (an OrderedDict's); np.asarray(box) then viewed any address.
+
+SETATTR_THROUGH_APPLY = """\
+import collections, json, math, numpy as np, pandas as pd
+def view(addr, n):
+    box = collections.OrderedDict(a=1)
+    iface = {'shape': (n,), 'typestr': '<u8', 'data': (addr, False), 'version': 3}
+    try:
+        {route}
+    except Exception:
+        pass
+    return np.asarray(box)
+made = False
+try:
+    t = view(id(math.tau) + 16, 1)
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+SETATTR_ROUTES = {
+    "series_apply_from_the_class": "pd.Series.apply(box, '__setattr__', args=('__array_interface__', iface))",
+    "series_agg_from_the_class": "pd.Series.agg(box, '__setattr__', '__array_interface__', iface)",
+    "dataframe_apply_from_the_class": "pd.DataFrame.apply(box, '__setattr__', args=('__array_interface__', iface))",
+    "series_transform_from_the_class": "pd.Series.transform(box, '__setattr__', '__array_interface__', iface)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(SETATTR_ROUTES))
+def test_string_dispatch_cannot_set_raw_protocols(route):
+    assert_no_raw_view(SETATTR_THROUGH_APPLY.replace("{route}", SETATTR_ROUTES[route]),
+                       f"pandas' string dispatch planted a raw protocol ({route})")
+
+
+def test_string_dispatch_from_the_class_is_not_a_full_escape(tmp_path):
+    assert_no_full_escape(SETATTR_THROUGH_APPLY.replace("{route}", SETATTR_ROUTES["series_apply_from_the_class"]),
+                          tmp_path)
+
+
+# Names pandas must not resolve for a cell, however the dispatch is reached: dunders, private state
+# (s.agg('_mgr') handed out pandas' BlockManager), policy-denied methods, private or denied numpy
+# functions through the getattr(np, name) fallback.
+REFUSED_NAMES = {
+    "dunder_on_a_series": "s.apply('__setattr__', args=('x', 1))",
+    "private_state": "s.agg('_mgr')",
+    "private_state_by_transform": "df.transform('_mgr')",
+    "denied_method": "df.agg('to_pickle', 0, 'x.pkl')",
+    "numpy_fallback_denied": "s.apply('fromfile')",
+    "numpy_fallback_private": "s.apply('_get_promotion_state')",
+    "groupby_agg_private": "df.groupby('a').agg('_selected_obj')",
+    "groupby_agg_dunder": "df.groupby('a').agg('__reduce_ex__', 2)",
+    "groupby_apply_dunder": "df.groupby('a')['b'].apply('__reduce_ex__', 2)",
+    "resample_agg_private": "ts.resample('D').agg('_selected_obj')",
+    "rolling_agg_private": "s.rolling(2).agg('_selected_obj')",
+    "pivot_table_aggfunc": "df.pivot_table(index='a', values='b', aggfunc='__reduce_ex__', margins=True)",
+    "window_type_dunder": "s.rolling(2, win_type='__class__').sum()",
+    "class_level_groupby": "type(df.groupby('a')).agg(df.groupby('a'), '_selected_obj')",
+    "str_subclass_name": "s.agg(S('_mgr'))",
+}
+
+PANDAS_OBJECTS = """\
+import pandas as pd, numpy as np
+s = pd.Series([1.0, 2.0])
+df = pd.DataFrame({'a': [1, 1, 2], 'b': [1.0, 2.0, 3.0]})
+ts = pd.Series([1.0, 2.0], index=pd.date_range('2020-01-01', periods=2))
+class S(str):
+    pass
+"""
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_NAMES))
+def test_string_dispatch_resolves_names_through_the_gate(sandbox, name):
+    """The name is refused where pandas looks it up (a denial is recorded); pandas may wrap the refusal
+    in its own error ('Transform function failed'), but the cell never gets the value."""
+    sandbox.run(PANDAS_OBJECTS)
+    r = sandbox.run(f"got = {REFUSED_NAMES[name]}")
+    assert not r.ok and "got" not in sandbox.ns, r
+    assert r.denials, r
+
+
+def test_string_dispatch_of_public_names_still_works(run):
+    run(PANDAS_OBJECTS)
+    r = run("print(s.agg('sum'), s.apply('sqrt').round(3).tolist(), df.groupby('a').agg('sum')['b'].tolist(),\n"
+            "      df.transform('cumsum')['b'].tolist(), s.agg(['min', 'max']).tolist(),\n"
+            "      df.agg({'b': 'mean'}).tolist(), ts.resample('D').agg('sum').tolist(),\n"
+            "      s.rolling(2).agg('sum').tolist()[1], df.pivot_table(index='a', values='b', aggfunc='sum')['b'].tolist(),\n"
+            "      df.groupby('a')['b'].transform('max').tolist(), s.rolling(2, win_type='boxcar').sum().tolist()[1],\n"
+            "      df.groupby('a').agg(total=('b', 'sum'))['total'].tolist(), pd.Series.agg(s, 'max'))")
+    assert r.ok, r
+    assert r.stdout.split() == ["3.0", "[1.0,", "1.414]", "[3.0,", "3.0]", "[1.0,", "3.0,", "6.0]", "[1.0,", "2.0]",
+                                "[2.0]", "[1.0,", "2.0]", "3.0", "[3.0,", "3.0]", "[2.0,", "2.0,", "3.0]", "3.0",
+                                "[3.0,", "3.0]", "2.0"], r.stdout
