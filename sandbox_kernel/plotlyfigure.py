@@ -31,6 +31,7 @@ import re
 from itertools import chain
 
 MAX_DEPTH = 64
+MAX_UPDATE_KEYS = 10_000  # attributes set by all of a figure's menu buttons and slider steps together
 
 
 class FigureRejected(ValueError):
@@ -335,6 +336,7 @@ class Schema:
         self.unclassified: list[str] = []
         self.built: dict[str, Obj] = {}
         self.restyle_nodes: dict[str, list] = {}
+        self.trace_props: frozenset | None = None
 
     def complete(self) -> "Schema":
         """Builds every field of every object (the classification test reads ``unclassified``)."""
@@ -592,6 +594,13 @@ class _Walk:
         self.schema = schema
         self.stack: list = []
         self.seen: set[int] = set()
+        self.updates_left = MAX_UPDATE_KEYS
+
+    def spend(self, keys: int) -> bool:
+        """Update-menu and slider arguments cost a schema lookup per attribute for every trace type:
+        a figure gets MAX_UPDATE_KEYS of them (attributes and per-trace values); later ones are dropped."""
+        self.updates_left -= max(keys, 1)
+        return self.updates_left >= 0
 
     def run(self, node, value, depth: int = 0):
         holder = {"v": None}
@@ -630,6 +639,7 @@ class _Walk:
         out[key] = clean
         if node.finish is not None:
             self.stack.append((node.finish, self, node, value, out, key, depth))
+        tasks = []
         for k, v in value.items():
             if type(k) is not str:
                 raise FigureRejected("figure keys must be strings")
@@ -637,15 +647,16 @@ class _Walk:
             if child is None or (isinstance(child, Leaf) and child.kind == "args"):
                 continue  # unknown keys are dropped; update arguments wait for the method (finish)
             clean[k] = None  # keeps the key order; the child task fills or removes it
-            self.stack.append((self.push, child, v, clean, k, depth + 1))
+            tasks.append((self.push, child, v, clean, k, depth + 1))
+        self.stack.extend(reversed(tasks))  # popped in the figure's order
 
     def items(self, node: Items, value, out, key, depth):
         if not isinstance(value, list):
             return self.put(out, key, _DROP)
         clean = [None] * len(value)
         out[key] = clean
-        for i, v in enumerate(value):
-            self.stack.append((self.push, node.item, v, clean, i, depth + 1))
+        for i in range(len(value) - 1, -1, -1):  # popped in the figure's order
+            self.stack.append((self.push, node.item, value[i], clean, i, depth + 1))
 
     def dispatch(self, node: Dispatch, value, out, key, depth):
         if not isinstance(value, dict):
@@ -956,6 +967,10 @@ def _checked(walk: _Walk, node, value, depth):
 def _restyle_nodes(sch: Schema, path: str) -> list:
     """The distinct schema nodes an attribute path names across all trace types (cached by the path
     without its indices: a finite set, since only paths the schema knows are kept)."""
+    if sch.trace_props is None:
+        sch.trace_props = frozenset().union(*(trace.keys() for trace in sch.traces.values()))
+    if path.split(".")[0].split("[")[0] not in sch.trace_props:
+        return []  # one set lookup for a name no trace type has
     key = re.sub(r"\[\d+\]", "[]", path)
     nodes = sch.restyle_nodes.get(key)
     if nodes is None:
@@ -979,6 +994,8 @@ def _restyle_update(walk: _Walk, update, depth):
     for path, value in update.items():
         if type(path) is not str:
             raise FigureRejected("figure keys must be strings")
+        if not walk.spend(len(value) if isinstance(value, list) else 1):
+            break
         head = path.split(".")[0].split("[")[0]
         if head == "subplot":
             continue  # a new map subplot would get the map library's default (fetching) style
@@ -1020,6 +1037,8 @@ def _relayout_update(walk: _Walk, update, depth):
     for path, value in update.items():
         if type(path) is not str:
             raise FigureRejected("figure keys must be strings")
+        if not walk.spend(1):
+            break
         if path.split(".")[0].split("[")[0] in _NOT_UPDATABLE:
             continue
         node = _resolve(walk.schema.frame_layout, path)

@@ -797,3 +797,20 @@ def test_junk_keys_leave_nothing_behind_in_the_kernel():
                          {"method": "restyle", "args": [{f"marker.junk{i}": 1 for i in range(5000)}]},
                          {"method": "relayout", "args": [dict(junk)]}]}]}})
     assert remembered() - before < 50
+
+
+def test_update_arguments_have_a_budget_per_figure():
+    """Each attribute in a menu's arguments is looked up for every trace type: a figure gets
+    MAX_UPDATE_KEYS of them in all, so junk arguments cannot keep the kernel busy."""
+    limit = plotlyfigure.MAX_UPDATE_KEYS
+    update = {f"x[{i}]": i for i in range(limit + 500)}
+    junk = {f"junk{i}": 1 for i in range(limit * 5)}
+    fig = {"data": [{"type": "scatter", "y": [1]}], "layout": {"updatemenus": [{"buttons": [
+        {"method": "restyle", "args": [update]}, {"method": "restyle", "args": [junk]},
+        {"method": "restyle", "args": [{"visible": [True]}]}]}]}}
+    buttons = validate_figure(fig)["layout"]["updatemenus"][0]["buttons"]
+    assert len(buttons[0]["args"][0]) == limit
+    assert buttons[1]["args"] == [{}] and buttons[2]["args"] == [{}]
+    honest = validate_figure({"data": [], "layout": {"updatemenus": [{"buttons": [
+        {"method": "restyle", "args": [{"visible": [True] * 10}]}] * 1}]}})
+    assert honest["layout"]["updatemenus"][0]["buttons"][0]["args"] == [{"visible": [True] * 10}]
