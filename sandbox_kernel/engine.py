@@ -354,10 +354,16 @@ class Engine:
         else:
             prefix = token
             names = self._visible_globals() + keyword.kwlist
-        matches = sorted({n for n in names if n.startswith(prefix)},
-                         key=lambda n: (n.startswith("_"), n.lower()))
-        return {"matches": matches, "cursor_start": cursor_pos - len(prefix), "cursor_end": cursor_pos,
-                "metadata": {}, "status": "ok"}
+        found = {n for n in names if n.startswith(prefix)}
+        matches = sorted((n for n in found if len(n) <= MAX_MATCH_CHARS), key=lambda n: (n.startswith("_"), n.lower()))
+        reply = {"matches": matches[:MAX_MATCHES], "cursor_start": cursor_pos - len(prefix),
+                 "cursor_end": cursor_pos, "metadata": {}, "status": "ok"}
+        if len(reply["matches"]) < len(found):  # capped where it is made: say so
+            note = (f"{len(found)} names match; the first {len(reply['matches'])} are listed"
+                    f"{f' (names longer than {MAX_MATCH_CHARS} characters are not)' if len(matches) < len(found) else ''}")
+            reply["metadata"] = {"sandbox_trimmed": note}
+            reply["trimmed"] = note
+        return reply
 
     def _inspect(self, code: str, cursor_pos: int, detail_level: int) -> dict:
         end = cursor_pos
@@ -370,7 +376,12 @@ class Engine:
         obj, ok = self._resolve_static(token)
         if not ok:
             return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
-        return {"found": True, "data": {"text/plain": _describe(token, obj)}, "metadata": {}, "status": "ok"}
+        text = _describe(token, obj)
+        reply = {"found": True, "data": {"text/plain": text}, "metadata": {}, "status": "ok"}
+        if len(text) > MAX_INSPECT_CHARS:  # capped where it is made: say so
+            reply["trimmed"] = f"[... {len(text) - MAX_INSPECT_CHARS:,} characters cut by the sandbox]"
+            reply["data"]["text/plain"] = f"{text[:MAX_INSPECT_CHARS]}\n{reply['trimmed']}"
+        return reply
 
     def _visible_globals(self) -> list[str]:
         names = [n for n in self.namespace if not n.startswith("__")]
@@ -436,6 +447,11 @@ class Engine:
 # -- helpers ------------------------------------------------------------------------------------
 
 _NEVER_LISTED = frozenset({"mro"})
+# Completion and inspection replies are capped where they are made (any level): a cell can create
+# millions of attributes or a name of any length, and the reply must still reach the front end.
+MAX_MATCHES = 2000
+MAX_MATCH_CHARS = 200
+MAX_INSPECT_CHARS = 64_000
 
 
 def _instance_dict(obj):

@@ -311,7 +311,7 @@ def test_output_flood_is_cut_off(tmp_path):
                      extra_sys_path=[TESTS_DIR], spare=False, max_cell_bytes=2 * 2**20)
     try:
         r = Run(b, "while True:\n    print('x' * 100000)")
-        assert not r.ok and r.done["worker"]["reason"] == "protocol" and "MB of output" in r.error["evalue"]
+        assert not r.ok and r.done["worker"]["reason"] == "flood" and "MB of output" in r.error["evalue"]
         assert Run(b, "5").text() == "5"
     finally:
         b.shutdown()

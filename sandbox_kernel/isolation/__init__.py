@@ -23,11 +23,13 @@ class InProcessBackend:
             os.makedirs(workdir, exist_ok=True)  # as the worker levels do
         self.engine = Engine(policy, workdir=workdir)
 
-    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
+        """``display_bytes`` (the kernel's display cap) matters only across a channel: here the events
+        are handed over as they are made, and nothing is kept."""
         return self.engine.run_cell(source, emit=emit, policy=policy, limits=limits,
                                     execution_count=execution_count)
 
-    def evaluate(self, expression, *, policy=None):
+    def evaluate(self, expression, *, policy=None, display_bytes=None):
         return self.engine.evaluate(expression, policy=policy)
 
     def complete(self, code, cursor_pos):

@@ -7,15 +7,22 @@ end of a socketpair, relays its events as they arrive and owns its life:
   ``grace`` seconds after its time limit, or ``cancel_grace`` seconds after an interrupt, gets its worker
   killed (SIGKILL), which also ends a cell stuck in C code;
 * a worker that dies (segfault, out of memory, exit) or breaks the protocol (malformed or oversized
-  frame, a flood of output) ends the cell with a clear message, never the kernel; the next cell gets a
-  fresh worker, taken from a pre-warmed spare so that it is ready at once;
-* nothing received is ever unpickled, evaluated or imported: frames are JSON, validated field by field.
+  frame, a message of another request, anything sent between requests, a flood of output) ends the cell
+  with a clear message, never the kernel; the next cell gets a fresh worker, taken from a pre-warmed
+  spare so that it is ready at once. A worker lost outside a cell (completion, inspection,
+  user_expressions, idle) is reported at the start of the next cell;
+* nothing received is ever unpickled, evaluated or imported: frames are JSON, validated field by field,
+  each checked to carry the id of the request being served;
+* while relaying a cell the host keeps no more than the cell's own output caps allow (text: the cell's
+  ``output_bytes``; displays: ``max_display_bytes``); output past them is discarded unread;
+* the ``done`` summary states only what the worker may claim; ``worker`` is the host's own record.
 """
 from __future__ import annotations
 
 import atexit
 import collections
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,8 +35,8 @@ import weakref
 
 from ..policy import Limits, Policy
 from ..workdir import grant_refusal, protected_places
-from .channel import (MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError,
-                      ChannelTimeout, validate_event)
+from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed,
+                      ChannelError, ChannelTimeout, FrameTooCostly, frame_prefix, validate_event)
 
 # Libraries a worker imports before it reports ready, so that a cell (or a crash's replacement) finds
 # them loaded. Missing ones are skipped.
@@ -41,6 +48,18 @@ ENV_PASS = ("PATH", "LANG", "LANGUAGE", "TZ", "PLOTLY_RENDERER", "OMP_NUM_THREAD
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 CELL_EVENTS = frozenset({"stream", "display", "result", "error", "denial", "done"})
 POLL = 0.25
+# The kernel's cap on one cell's rich display data (SandboxKernel.max_display_bytes): the host keeps no
+# more than this of a cell's displays while relaying it, and discards displays far past it unread.
+DEFAULT_DISPLAY_BYTES = 20_000_000
+# Largest reply to a completion or inspection request (the engine caps both far below this).
+SMALL_REPLY_BYTES = 1024 * 1024
+# Characters the engine may add to a cell's text past its cap (truncation markers, notes).
+TEXT_SLACK = 64 * 1024
+# What one character of text may take in a frame (a JSON escape such as \u0001).
+MAX_BYTES_PER_CHAR = 6
+# Evidence in a dead worker's last stderr lines that it ran out of memory (C++, Python, libc, BLAS).
+_MEMORY_WORDS = re.compile(r"MemoryError|bad_alloc|out of memory|cannot allocate memory|memory allocation "
+                           r"failed|failed to allocate", re.IGNORECASE)
 
 _SIGNAL_TEXT = {getattr(signal, name): text for name, text in (
     ("SIGSEGV", "crashed with a segmentation fault"),
@@ -112,7 +131,8 @@ class WorkerProcess:
         self.stderr_tail: collections.deque = collections.deque(maxlen=50)
         self.cells = 0
         self.last_policy_sent = None
-        threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True)
+        self._drainer.start()
         try:
             self.channel.send(init, timeout=10)
         except ChannelError as exc:
@@ -133,6 +153,12 @@ class WorkerProcess:
                 self.stderr_tail.extend(tail.decode("utf-8", "replace").splitlines()[-50:])
         except (OSError, ValueError):
             pass
+
+    def last_words(self, settle: float = 0.5) -> list[str]:
+        """The last lines the worker wrote to stderr; once it has exited, after the drain read them all."""
+        if self.proc.returncode is not None:
+            self._drainer.join(settle)
+        return list(self.stderr_tail)
 
     def wait_ready(self, timeout: float, *, give_up: bool = True) -> bool:
         """True once the worker reported ready; False (with self.fatal set) if it cannot be used.
@@ -224,6 +250,7 @@ class WorkerBackend:
                  startup_timeout: float = 60.0, warm=DEFAULT_WARM, python: str | None = None,
                  fsize_mb: int | None = None, nofile: int | None = None, extra_read=(),
                  max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
+                 max_display_bytes: int = DEFAULT_DISPLAY_BYTES,
                  engine: str | None = None, extra_sys_path=(), landlock_abi: int | None = None,
                  workdir_files: bool | None = None, protect=(), start: bool = True):
         if level not in ("process", "kernel"):
@@ -254,6 +281,7 @@ class WorkerBackend:
         self.python = python
         self.max_event_bytes = max_event_bytes
         self.max_cell_bytes = max_cell_bytes
+        self.max_display_bytes = int(max_display_bytes)
         self._options = {"warm": list(warm), "fsize_mb": fsize_mb, "nofile": nofile,
                          "extra_read": [str(p) for p in extra_read], "engine": engine,
                          "extra_sys_path": [str(p) for p in extra_sys_path], "landlock_abi": landlock_abi}
@@ -278,7 +306,7 @@ class WorkerBackend:
         self.restarts = 0
         self.last_loss: dict | None = None
         self.last_loss_stderr: list[str] = []
-        self._idle_loss: dict | None = None
+        self._losses: list[dict] = []  # workers lost outside a cell, told with the next cell
         self.last_recovery_ms: float | None = None
         self.startup_error: str | None = None
         self._unsupported = None
@@ -308,7 +336,8 @@ class WorkerBackend:
                              max_event_bytes=self.max_event_bytes)
 
     def _ensure_worker(self) -> WorkerProcess | None:
-        """A ready worker, or None with self.startup_error saying why (fail closed)."""
+        """A ready worker, or None with self.startup_error saying why (fail closed). A ready worker that
+        died or spoke while idle is replaced, and the loss is kept for the next cell to report."""
         if self._unsupported is not None:
             self.startup_error = self._unsupported
             return None
@@ -316,24 +345,16 @@ class WorkerBackend:
             self.startup_error = "the sandbox backend was shut down"
             return None
         w = self._active
-        if w is not None and w.ready is not None and w.alive():
-            self._ensure_spare()
-            return w
+        if w is not None and w.ready is not None:
+            trouble = self._idle_trouble(w)
+            if trouble is None:
+                self._ensure_spare()
+                return w
+            if trouble[0] is not None:
+                self._record_loss(w, *trouble, when="between cells")
         if w is not None and w.ready is None and w.fatal is None and w.alive():
             pass  # still starting: wait below
         else:
-            if w is not None and w.ready is not None and w.killed_by_host is None:
-                # It died between cells (the OOM killer, an operator's kill): say so with the next cell.
-                w.wait_exit(1.0)
-                reason, message = self._death(w, self.policy.limits, 0.0)
-                if reason == "memory":  # an idle worker allocates nothing: do not guess
-                    reason, message = "killed", "the sandbox worker was killed (SIGKILL)"
-                message = f"{message} while idle; variables were lost"
-                self.restarts += 1
-                self.last_loss = {"reason": reason, "message": message, "pid": w.pid, "time": time.time()}
-                self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
-                self._idle_loss = {"lost": True, "reason": reason, "state_lost": True, "message": message,
-                                   "when": "between cells"}
             if w is not None:
                 w.kill("replaced")
             w = self._take_spare() or self._spawn()
@@ -345,6 +366,39 @@ class WorkerBackend:
         self.startup_error = None
         self._ensure_spare()
         return w
+
+    def _idle_trouble(self, w: WorkerProcess) -> tuple | None:
+        """None when ``w`` can take a request. Otherwise (reason, message) of its loss, or (None, None)
+        when the host stopped it itself (already reported). A well-behaved worker is silent between
+        requests: anything it sent since its last reply would be taken for the next request's output."""
+        pending = w.channel.pending()
+        if pending is None and w.alive():
+            return None
+        if w.killed_by_host is not None:
+            return None, None
+        if pending == "data" and w.alive():
+            w.kill("protocol")
+            return "protocol", ("the sandbox worker sent data while no request was running (after its "
+                                "last answer), so it was stopped")
+        w.wait_exit(1.0)
+        if w.alive():
+            w.kill("closed its channel")
+            return "protocol", "the sandbox worker closed its channel while idle and was stopped"
+        reason, message = self._death(w, 0.0, idle=True)
+        return reason, f"{message} while idle"
+
+    def _record_loss(self, w: WorkerProcess, reason: str, message: str, *, when: str, cell: bool = False) -> dict:
+        """Count and remember a lost worker. Outside a cell, the loss is kept for the next cell to
+        report (a stderr notice and done["worker"]), whichever request lost it."""
+        message = f"{message}; variables were lost"
+        self.restarts += 1
+        self.last_loss = {"reason": reason, "message": message, "pid": w.pid, "time": time.time(), "when": when}
+        # For the operator's log only (it names host paths): not part of status().
+        self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
+        record = {"lost": True, "reason": reason, "state_lost": True, "message": message, "when": when}
+        if not cell:
+            self._losses.append(record)
+        return record
 
     def _take_spare(self) -> WorkerProcess | None:
         with self._spare_lock:
@@ -392,30 +446,40 @@ class WorkerBackend:
 
     # -- the cell ------------------------------------------------------------------------------
 
-    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
+        """Run one cell in the worker, relaying its events to ``emit`` as they arrive. ``display_bytes``
+        is the kernel's cap on the cell's rich display data (default: the backend's max_display_bytes);
+        with the cell's ``output_bytes`` it bounds what the host decodes and keeps of the cell's output."""
         with self._lock:
             started = time.monotonic()
             eff_policy = policy or self.policy
             eff_limits = limits or eff_policy.limits
             w = self._ensure_worker()
-            if w is None:
-                return self._refused(emit, eff_policy, execution_count, started)
-            idle_loss, self._idle_loss = self._idle_loss, None
-            if idle_loss is not None:
+            losses, self._losses = self._losses, []
+            for loss in losses:
                 emit({"type": "stream", "name": "stderr",
-                      "text": f"[sandbox] {idle_loss['message']}. This cell runs in a fresh worker.\n"})
-            req = {"op": "run_cell", "source": source, "limits": _limits_dict(limits),
-                   "execution_count": execution_count, **self._policy_field(w, policy)}
+                      "text": f"[sandbox] {loss['message']}. This cell runs in a fresh worker.\n"})
+            if w is None:
+                done = self._refused(emit, eff_policy, execution_count, started)
+                if losses:
+                    done["worker"]["earlier"] = losses
+                return done
+            rid = self._new_id()
+            text_cap = eff_limits.output_bytes if eff_limits.output_bytes else DEFAULT_DISPLAY_BYTES
+            relayed = _Relayed(rid, int(text_cap), int(display_bytes or self.max_display_bytes))
+            req = {"op": "run_cell", "id": rid, "source": source, "limits": _limits_dict(limits),
+                   "execution_count": execution_count, "max_done_bytes": relayed.done_limit,
+                   **self._policy_field(w, policy)}
             self._cancel_at = None
             self._running = w
             try:
                 # The hard deadline counts from the moment the worker has the cell.
                 hard = time.monotonic() + eff_limits.timeout + self.grace if eff_limits.timeout else None
                 self._send(w, req)
-                done, emit_error = self._relay(w, emit, hard, eff_limits)
+                done, emit_error = self._relay(w, emit, hard, eff_limits, relayed)
                 w.cells += 1
             except WorkerLost as lost:
-                return self._lost(w, lost, emit, eff_policy, execution_count, started)
+                return self._lost(w, lost, emit, eff_policy, execution_count, started, losses)
             except BaseException:
                 # A bug on this side of the channel: the worker's stream is no longer in step with
                 # the requests, so it cannot be reused.
@@ -425,11 +489,19 @@ class WorkerBackend:
             finally:
                 self._running = None
                 self._cancel_at = None
-            if idle_loss is not None:
-                done = {**done, "worker": idle_loss}
+            # What the host knows better than the worker: the policy it sent and the cell's number.
+            done["policy"] = eff_policy.name
+            if execution_count is not None:
+                done["execution_count"] = execution_count
+            if losses:
+                done["worker"] = {**losses[0], **({"count": len(losses)} if len(losses) > 1 else {})}
             if emit_error is not None:
                 raise emit_error  # the caller's own callback failed; the worker is still in step
             return done
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
 
     def _policy_dict(self, policy: Policy | None):
         """policy.to_dict(), cached: it costs more than a whole round trip, and the kernel passes the
@@ -459,13 +531,24 @@ class WorkerBackend:
             w.kill("unresponsive")
             raise WorkerLost("crash", f"the sandbox worker {w.describe_exit() or 'stopped reading'} ({exc})")
 
-    def _relay(self, w: WorkerProcess, emit, hard_deadline, limits: Limits):
-        """Relay a cell's events until its ``done``; returns (done, exception raised by emit or None)."""
+    def _relay(self, w: WorkerProcess, emit, hard_deadline, limits: Limits, relayed: "_Relayed"):
+        """Relay a cell's events until its ``done``; returns (done, exception raised by emit or None).
+        Every decoded frame must carry the cell's request id; output past the cell's caps is discarded
+        unread (``relayed.skip``), and a worker that keeps sending far past them is stopped."""
         start_bytes = w.channel.received
         peak_rss = 0.0
         emit_error = None
-        sent_charts: list = []  # per relayed event: its Plotly data or None (for done.charts refs)
-        sent_stdout: list = []  # stdout texts relayed (for done.output == {"$stdout": true})
+
+        def deliver(event):
+            nonlocal emit_error
+            if emit_error is None:
+                try:
+                    emit(event)
+                except KeyboardInterrupt:
+                    self.cancel()  # the kernel's own interrupt landed in its callback
+                except Exception as exc:  # noqa: BLE001 - keep relaying so the worker stays in step
+                    emit_error = exc
+
         while True:
             now = time.monotonic()
             if self._cancel_at is not None and now >= self._cancel_at + self.cancel_grace:
@@ -482,7 +565,7 @@ class WorkerBackend:
             if self._cancel_at is not None:
                 wait = min(wait, self._cancel_at + self.cancel_grace)
             try:
-                raw = w.channel.recv(deadline=wait)
+                raw = w.channel.recv(deadline=wait, skip=relayed.skip)
             except ChannelTimeout:
                 rss = w.rss_mb()
                 if rss:
@@ -497,69 +580,83 @@ class WorkerBackend:
                 w.wait_exit(1.0)
                 if w.alive():
                     w.kill("closed its channel")
-                raise WorkerLost(*self._death(w, limits, peak_rss)) from None
+                raise WorkerLost(*self._death(w, peak_rss)) from None
+            except FrameTooCostly as exc:
+                if not relayed.drop_costly():  # only the cell's own output may be dropped and the cell go on
+                    w.kill("protocol")
+                    raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and "
+                                     "was stopped") from None
+                raw = None
             except ChannelError as exc:
                 w.kill("protocol")
                 raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
                                  "stopped") from None
             if w.channel.received - start_bytes > self.max_cell_bytes:
                 w.kill("flood")
-                raise WorkerLost("protocol", f"the cell sent more than {self.max_cell_bytes // 2 ** 20} MB of "
-                                 "output through the channel and its worker was stopped")
+                raise WorkerLost("flood", f"the cell kept sending output far past its limits (more than "
+                                 f"{self.max_cell_bytes // 2 ** 20} MB of output through the channel), so its "
+                                 "worker was stopped")
+            if raw is None:
+                continue  # discarded unread: past what the cell's caps let the kernel publish
             try:
-                event = validate_event(raw, allowed=CELL_EVENTS)
+                event = validate_event(raw, allowed=CELL_EVENTS, rid=relayed.rid)
             except ChannelError as exc:
                 w.kill("protocol")
                 raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and was "
                                  "stopped") from None
+            del raw
             if event["type"] == "done":
-                if event.get("output") == {"$stdout": True}:
-                    event["output"] = "".join(sent_stdout)
-                if isinstance(event.get("charts"), list):
-                    resolved = (_resolve_chart(c, sent_charts) for c in event["charts"])
-                    event["charts"] = [c for c in resolved if c is not None]
-                return event, emit_error
-            sent_charts.append(event["data"].get(PLOTLY_MIME) if event["type"] in ("display", "result")
-                               else None)
-            if event["type"] == "stream" and event["name"] == "stdout":
-                sent_stdout.append(event["text"])
-            if emit_error is None:
-                try:
-                    emit(event)
-                except KeyboardInterrupt:
-                    self.cancel()  # the kernel's own interrupt landed in its callback
-                except Exception as exc:  # noqa: BLE001 - keep relaying so the worker stays in step
-                    emit_error = exc
+                done, note = relayed.finish(event)
+                if note is not None:
+                    deliver(note)
+                return done, emit_error
+            relayed.keep(event)
+            deliver(event)
 
-    def _death(self, w: WorkerProcess, limits: Limits, peak_rss: float) -> tuple[str, str]:
+    def _death(self, w: WorkerProcess, peak_rss: float, *, idle: bool = False) -> tuple[str, str]:
+        """(reason, sentence) for a worker that ended by itself. Every way a memory death shows up says
+        "out of memory": the OOM killer's SIGKILL, the exit status of the worker's own MemoryError,
+        Python's status 1 after an uncaught MemoryError, C code's abort() after a failed allocation."""
         how = w.describe_exit() or "stopped"
         rc = w.proc.returncode
         memory = self.policy.limits.memory_mb
+        limit = f"limit {memory} MB" if memory else "no memory limit was set"
         if rc == -getattr(signal, "SIGKILL", -1) and w.killed_by_host is None:
-            limit = f"limit {memory} MB" if memory else "no memory limit was set"
+            if idle:  # an idle worker allocates nothing: do not guess
+                return "killed", "the sandbox worker was killed (SIGKILL)"
             seen = f", last seen using {peak_rss:.0f} MB" if peak_rss else ""
             return "memory", (f"the sandbox worker was killed (SIGKILL from the operating system): most "
                               f"likely out of memory ({limit}{seen})")
         if rc == -getattr(signal, "SIGXCPU", -1):
             return "cpu", "the sandbox worker was killed: it used up its CPU time limit"
+        if rc == EXIT_OUT_OF_MEMORY:
+            return "memory", f"the sandbox worker ran out of memory ({limit}) in its own code and exited"
+        if rc == 1 or rc == -getattr(signal, "SIGABRT", -1):
+            words = [line for line in w.last_words() if line.strip()]
+            if rc == 1 and words and words[-1].startswith("MemoryError"):
+                return "memory", f"the sandbox worker ran out of memory ({limit}): an uncaught MemoryError ended it"
+            if rc != 1:
+                if any(_MEMORY_WORDS.search(line) for line in words):
+                    return "memory", (f"the sandbox worker ran out of memory ({limit}): C code aborted when "
+                                      "an allocation failed")
+                return "crash", ("the sandbox worker aborted (SIGABRT): C code gave up, most often because it "
+                                 f"could not allocate memory (possibly out of memory; {limit})")
         reason = "exit" if rc is not None and rc >= 0 else "crash"
         return reason, f"the sandbox worker {how}"
 
-    def _lost(self, w, lost: WorkerLost, emit, policy, execution_count, started) -> dict:
-        self.restarts += 1
-        message = f"{lost.message}; variables were lost. A fresh sandbox worker runs the next cell."
-        self.last_loss = {"reason": lost.reason, "message": message, "pid": w.pid, "time": time.time()}
-        # For the operator's log only (it names host paths): not part of status().
-        self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
+    def _lost(self, w, lost: WorkerLost, emit, policy, execution_count, started, earlier=()) -> dict:
+        record = self._record_loss(w, lost.reason, lost.message, when="during this cell", cell=True)
+        message = f"{record['message']}. A fresh sandbox worker runs the next cell."
         w.kill(lost.reason)
         self._replace_after_loss()
         err = {"ename": "SandboxWorkerLost", "evalue": message, "traceback": [f"SandboxWorkerLost: {message}"],
                "line": None}
         emit({"type": "error", "ename": err["ename"], "evalue": message, "traceback": err["traceback"],
               "denial": None})
-        return self._done_error(policy, err, execution_count, started,
-                                worker={"lost": True, "reason": lost.reason, "state_lost": True,
-                                        "recovery_ms": self.last_recovery_ms})
+        worker = {**record, "message": message, "recovery_ms": self.last_recovery_ms}
+        if earlier:
+            worker["earlier"] = list(earlier)
+        return self._done_error(policy, err, execution_count, started, worker=worker)
 
     def _refused(self, emit, policy, execution_count, started) -> dict:
         why = self.startup_error or "the sandbox worker could not start"
@@ -582,57 +679,61 @@ class WorkerBackend:
 
     # -- other requests ------------------------------------------------------------------------
 
-    def _request(self, op: str, payload: dict, timeout: float):
-        """One request/reply outside a cell. Returns (value, error)."""
+    def _request(self, op: str, payload: dict, timeout: float, *, max_bytes: int, when: str):
+        """One request/reply outside a cell. Returns (value, error). The reply must carry the request's
+        id and fit ``max_bytes`` (the worker trims to fit); a worker lost here is reported with the next
+        cell, like any other loss."""
         with self._lock:
             w = self._ensure_worker()
             if w is None:
                 return None, self.startup_error or "the sandbox worker is not available"
-            self._next_id += 1
-            rid = self._next_id
+            rid = self._new_id()
+            max_bytes = min(max_bytes, self.max_event_bytes)
             try:
-                self._send(w, {"op": op, "id": rid, **payload})
-                deadline = time.monotonic() + timeout
-                while True:
-                    try:
-                        raw = w.channel.recv(deadline=deadline)
-                    except ChannelTimeout:
-                        w.kill("timeout")
-                        raise WorkerLost("timeout", f"the sandbox worker did not answer '{op}' within "
-                                         f"{timeout:g} s and was stopped") from None
-                    except ChannelClosed:
-                        w.wait_exit(1.0)
-                        raise WorkerLost(*self._death(w, self.policy.limits, 0.0)) from None
-                    except ChannelError as exc:
-                        w.kill("protocol")
-                        raise WorkerLost("protocol", f"malformed message from the sandbox worker ({exc})") from None
-                    try:
-                        msg = validate_event(raw, allowed={"reply"})
-                    except ChannelError as exc:
-                        w.kill("protocol")
-                        raise WorkerLost("protocol", f"malformed message from the sandbox worker ({exc})") from None
-                    if msg["id"] == rid:
-                        return msg["value"], msg.get("error")
+                self._send(w, {"op": op, "id": rid, "max_bytes": max_bytes, **payload})
+                try:
+                    raw = w.channel.recv(deadline=time.monotonic() + timeout, max_bytes=max_bytes)
+                except ChannelTimeout:
+                    w.kill("timeout")
+                    raise WorkerLost("timeout", f"the sandbox worker did not answer within {timeout:g} s and "
+                                     "was stopped") from None
+                except ChannelClosed:
+                    w.wait_exit(1.0)
+                    raise WorkerLost(*self._death(w, 0.0)) from None
+                except ChannelError as exc:
+                    w.kill("protocol")
+                    raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and "
+                                     "was stopped") from None
+                try:
+                    msg = validate_event(raw, allowed={"reply"}, rid=rid)
+                    if msg.get("error") is None and not _REPLY_CHECKS[op](msg["value"]):
+                        raise ChannelError(f"a malformed answer to '{op}'")
+                except ChannelError as exc:
+                    w.kill("protocol")
+                    raise WorkerLost("protocol", f"the sandbox worker sent a malformed message ({exc}) and "
+                                     "was stopped") from None
+                return msg["value"], msg.get("error")
             except WorkerLost as lost:
-                self.restarts += 1
-                self.last_loss = {"reason": lost.reason, "message": lost.message + "; variables were lost",
-                                  "pid": w.pid, "time": time.time()}
+                self._record_loss(w, lost.reason, f"{lost.message} {when}", when=when)
                 w.kill(lost.reason)
                 self._replace_after_loss()
                 return None, lost.message
 
-    def evaluate(self, expression, *, policy=None):
+    def evaluate(self, expression, *, policy=None, display_bytes=None):
         eff = policy or self.policy
         timeout = (eff.limits.timeout or 60.0) + self.grace
-        value, error = self._request("evaluate", {"expression": expression,
-                                                  "policy": self._policy_dict(policy)}, timeout)
+        text = eff.limits.output_bytes or DEFAULT_DISPLAY_BYTES
+        value, error = self._request("evaluate", {"expression": expression, "policy": self._policy_dict(policy)},
+                                     timeout, max_bytes=text + (display_bytes or self.max_display_bytes) + 65536,
+                                     when="while evaluating user_expressions")
         if not isinstance(value, dict) or error:
             return {"status": "error", "ename": "SandboxWorkerLost" if error else "SandboxError",
                     "evalue": error or "no answer", "traceback": []}
         return value
 
     def complete(self, code, cursor_pos):
-        value, error = self._request("complete", {"code": code, "cursor_pos": cursor_pos}, 10.0)
+        value, error = self._request("complete", {"code": code, "cursor_pos": cursor_pos}, 10.0,
+                                     max_bytes=SMALL_REPLY_BYTES, when="while answering a completion request")
         if not isinstance(value, dict) or error:
             pos = len(code) if cursor_pos is None else cursor_pos
             return {"matches": [], "cursor_start": pos, "cursor_end": pos, "metadata": {}, "status": "ok"}
@@ -640,7 +741,8 @@ class WorkerBackend:
 
     def inspect(self, code, cursor_pos, detail_level=0):
         value, error = self._request("inspect", {"code": code, "cursor_pos": cursor_pos,
-                                                 "detail_level": detail_level}, 10.0)
+                                                 "detail_level": detail_level}, 10.0,
+                                     max_bytes=SMALL_REPLY_BYTES, when="while answering an inspection request")
         if not isinstance(value, dict) or error:
             return {"found": False, "data": {}, "metadata": {}, "status": "ok"}
         return value
@@ -657,11 +759,15 @@ class WorkerBackend:
         w.signal(signal.SIGINT)
 
     def reset(self):
-        """A fresh namespace in a fresh process: sandboxed code may have changed anything in the old one."""
+        """A fresh namespace in a fresh process: sandboxed code may have changed anything in the old one.
+        A worker that had already died or spoken out of turn is still reported with the next cell."""
         with self._lock:
             old = self._active
             self._active = None
             if old is not None:
+                trouble = self._idle_trouble(old) if old.ready is not None else None
+                if trouble is not None and trouble[0] is not None:
+                    self._record_loss(old, *trouble, when="before a reset")
                 old.kill("reset")
             self._ensure_worker()
 
@@ -776,14 +882,143 @@ def _flag(value) -> bool:
     return bool(value)
 
 
-def _resolve_chart(chart, sent: list):
-    """``{"$event": n}`` in done.charts means the Plotly data of the cell's n-th event (sent once)."""
+def _resolve_chart(chart, sent):
+    """``{"$event": n}`` in done.charts means the Plotly data of the cell's n-th event (sent once); ``sent``
+    maps (or lists) event numbers to the data the host kept."""
     if isinstance(chart, dict) and set(chart) == {"$event"}:
         n = chart["$event"]
-        if type(n) is int and 0 <= n < len(sent) and sent[n] is not None:
-            return sent[n]
-        return None
+        if type(n) is not int or n < 0:
+            return None
+        if isinstance(sent, dict):
+            return sent.get(n)
+        return sent[n] if n < len(sent) else None
     return chart
+
+
+class _Relayed:
+    """What the host decodes and keeps of one cell while relaying it, bounded by the cell's own caps:
+    at most ``text_cap`` (+ slack) characters of stdout for done.output, at most ``display_cap`` bytes
+    of charts for done.charts. Frames of the cell's output past what the kernel could publish (text
+    past the text cap, displays past twice the display cap) are discarded unread, recognised by the
+    prefix every frame of this request starts with."""
+
+    def __init__(self, rid: int, text_cap: int, display_cap: int):
+        self.rid = rid
+        self.text_cap, self.display_cap = text_cap, display_cap
+        self.text_budget = text_cap + TEXT_SLACK               # characters of stream text decoded
+        self.display_budget = 2 * display_cap + text_cap       # bytes of display/result frames decoded
+        # The closing summary: the cell's text, a traceback and denials; charts travel as references.
+        self.done_limit = MAX_BYTES_PER_CHAR * self.text_budget + display_cap + 8 * 2 ** 20
+        self._prefixes = tuple((frame_prefix(kind, rid), kind) for kind in ("stream", "display", "result", "done"))
+        self.frames = 0            # frames of the cell so far: event n of the worker is frame n
+        self.kind: str | None = None   # kind and size of the frame being read, from its prefix
+        self.length = 0
+        self.text_seen = 0
+        self.display_seen = 0
+        self.dropped_frames = 0
+        self.dropped_bytes = 0
+        self.stdout: list[str] = []
+        self.stdout_kept = 0
+        self.stdout_cut = False
+        self.charts: dict[int, object] = {}
+        self.chart_bytes = 0
+        self.charts_cut = False
+
+    def skip(self, length: int, head: bytes) -> bool:
+        """Channel.recv's hook: True discards the frame unread."""
+        self.kind, self.length = None, length
+        for prefix, kind in self._prefixes:
+            if head.startswith(prefix):
+                self.kind = kind
+                break
+        if self.kind == "done" and length > self.done_limit:
+            raise ChannelError(f"a done summary of {length} bytes (the limit is {self.done_limit})")
+        if self.kind == "stream":
+            drop = self.text_seen >= self.text_budget or length > MAX_BYTES_PER_CHAR * self.text_budget + 1024
+        elif self.kind in ("display", "result"):
+            drop = self.display_seen >= self.display_budget or length > self.display_budget + 1024
+        else:
+            return False
+        if drop:
+            self._dropped(length)
+        return drop
+
+    def drop_costly(self) -> bool:
+        """A frame too costly to decode was read in full: drop it if it is the cell's own output."""
+        if self.kind not in ("stream", "display", "result"):
+            return False
+        self._dropped(self.length)
+        return True
+
+    def _dropped(self, length: int) -> None:
+        self.frames += 1
+        self.dropped_frames += 1
+        self.dropped_bytes += length
+
+    def keep(self, event: dict) -> None:
+        """Account for a relayed event and keep what done may refer to, within the caps."""
+        index = self.frames
+        self.frames += 1
+        kind = event["type"]
+        if kind == "stream":
+            text = event["text"]
+            self.text_seen += len(text)
+            if event["name"] == "stdout":
+                room = self.text_budget - self.stdout_kept
+                if room > 0:
+                    self.stdout.append(text[:room])
+                    self.stdout_kept += min(len(text), room)
+                if len(text) > room:
+                    self.stdout_cut = True
+        elif kind in ("display", "result"):
+            self.display_seen += self.length
+            chart = event["data"].get(PLOTLY_MIME)
+            if chart is not None:
+                if self.chart_bytes + self.length <= self.display_cap:
+                    self.charts[index] = chart
+                    self.chart_bytes += self.length
+                else:
+                    self.charts_cut = True
+
+    def finish(self, done: dict) -> tuple[dict, dict | None]:
+        """done with its references put back from what the host kept, and a note for the output
+        discarded unread (or None)."""
+        truncated = bool(done.get("truncated"))
+        output = done.get("output")
+        if output == {"$stdout": True}:
+            done["output"] = "".join(self.stdout)
+            truncated |= self.stdout_cut
+        elif output is not None and not isinstance(output, str):
+            done["output"] = ""
+        if isinstance(done.get("charts"), list):
+            resolved = [_resolve_chart(c, self.charts) for c in done["charts"]]
+            truncated |= any(c is None for c in resolved)
+            done["charts"] = [c for c in resolved if c is not None]
+        note = None
+        if self.dropped_frames:
+            truncated = True
+            note = {"type": "stream", "name": "stderr",
+                    "text": f"[sandbox] {self.dropped_frames} outputs of this cell "
+                            f"({self.dropped_bytes / 1e6:.1f} MB) were discarded unread: past the cell's "
+                            f"limits (text {self.text_cap:,} bytes, displays {self.display_cap:,} bytes)\n"}
+        done["truncated"] = truncated
+        return done, note
+
+
+def _is_str_list(value) -> bool:
+    return isinstance(value, list) and all(type(v) is str for v in value)
+
+
+# What each reply outside a cell must look like (beyond the channel's schema): checked before the
+# kernel sees it.
+_REPLY_CHECKS = {
+    "complete": lambda v: isinstance(v, dict) and _is_str_list(v.get("matches"))
+    and type(v.get("cursor_start")) is int and type(v.get("cursor_end")) is int,
+    "inspect": lambda v: isinstance(v, dict) and type(v.get("found")) is bool and isinstance(v.get("data"), dict),
+    "evaluate": lambda v: isinstance(v, dict) and v.get("status") in ("ok", "error"),
+    "reset": lambda v: True,
+    "ping": lambda v: True,
+}
 
 
 def _limits_dict(limits: Limits | None):

@@ -22,12 +22,16 @@ import socket
 import sys
 import time
 
-from .channel import MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed, ChannelError
+from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, REQUEST_TYPES, Channel,
+                      ChannelClosed, ChannelError)
 
 PR_SET_PDEATHSIG = 1
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 # Leave room for the frame header and a note when an event must be cut.
 _EVENT_BUDGET = MAX_EVENT_BYTES - 64 * 1024
+# A reply outside a cell (completion, inspection, user_expressions) fits the budget the host states in
+# its request (``max_bytes``), this by default; the host refuses anything larger.
+DEFAULT_REPLY_BYTES = 1024 * 1024
 
 
 def _die_with_parent(pdeathsig: bool):
@@ -67,31 +71,54 @@ class Worker:
         self.running = False
         self.memory_mb = None
         self._cell_events = 0
-        self._sent_charts: dict = {}
+        self._sent_charts: list = []  # (event number, Plotly data) of this cell's events
         self._sent_stdout: list = []
         self._last_cell_policy = None
         self._policy_cache: tuple[str, object] | None = None
+        self._rid = 0  # the id of the request being served, echoed in everything sent for it
+        self._done_budget = _EVENT_BUDGET  # the host's limit for this cell's done (its request says)
 
     # -- sending -------------------------------------------------------------------------------
 
     def send(self, message: dict) -> None:
+        """One frame. Messages of a request start with its type and id (the host may classify a frame
+        by that prefix alone); anything too large to send is replaced by a note saying so."""
+        kind = message.get("type")
+        if kind in REQUEST_TYPES:
+            message = {"type": kind, "id": self._rid, **{k: v for k, v in message.items() if k not in ("type", "id")}}
+        try:
+            data = self._encode(message)
+        except MemoryError:
+            data = None
+        budget = self._done_budget if kind == "done" else _EVENT_BUDGET
+        if data is None or len(data) > budget:
+            why = ("could not be encoded: the sandbox worker is out of memory" if data is None else
+                   f"of {len(data) / 2 ** 20:.1f} MB was too large to send")
+            data = None
+            note = f"[sandbox] an output {why}, so it was dropped"
+            if kind == "done":  # the summary without its copies of the output; the cell's verdict stays
+                self.send({"type": "stream", "name": "stderr",
+                           "text": f"[sandbox] the cell's summary {why}; its output and charts are left out of it\n"})
+                small = {k: message.get(k) for k in ("type", "id", "status", "ticks", "elapsed_ms", "policy",
+                                                      "execution_count", "error")}
+                small["truncated"] = True
+                small = _plain(small)
+                if len(self._encode(small)) > 65536:
+                    small["error"] = {"ename": "OutputTooLarge", "evalue": note, "traceback": [note]}
+            elif kind == "reply":
+                small = {"type": "reply", "id": self._rid, "value": None, "error": note}
+            else:
+                small = {"type": "stream", "id": self._rid, "name": "stderr", "text": note + "\n"}
+            data = self._encode(small)
+        self.channel.send_body(data)
+
+    @staticmethod
+    def _encode(message: dict) -> bytes:
         try:
             body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
             body = json.dumps(_plain(message), ensure_ascii=False, separators=(",", ":"))
-        data = body.encode("utf-8")
-        if len(data) > _EVENT_BUDGET:
-            note = f"[sandbox] an output of {len(data) // 2 ** 20} MB was too large to send and was dropped"
-            if message.get("type") == "done":
-                small = {k: message.get(k) for k in ("type", "status", "ticks", "elapsed_ms", "policy",
-                                                      "execution_count")}
-                small["truncated"] = True
-                small["error"] = {"ename": "OutputTooLarge", "evalue": note, "traceback": [note]}
-                small = _plain(small)
-            else:
-                small = {"type": "stream", "name": "stderr", "text": note + "\n"}
-            data = json.dumps(small, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        self.channel.send_body(data)
+        return body.encode("utf-8")
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -157,12 +184,15 @@ class Worker:
     def handle(self, req: dict) -> bool:
         """Serve one request; False when the worker should exit."""
         op = req.get("op")
-        rid = req.get("id", 0)
+        rid = req.get("id")
+        self._rid = rid if type(rid) is int else 0
         if op == "shutdown":
             return False
         if op == "run_cell":
             self.run_cell(req)
             return True
+        budget = req.get("max_bytes")
+        budget = min(budget if type(budget) is int and budget > 0 else DEFAULT_REPLY_BYTES, _EVENT_BUDGET)
         try:
             if op == "evaluate":
                 value = self.engine.evaluate(req["expression"], policy=self._policy(req.get("policy")))
@@ -177,13 +207,26 @@ class Worker:
                 value = {"pid": os.getpid()}
             else:
                 raise ValueError(f"unknown request {op!r}")
-            self.send({"type": "reply", "id": rid, "value": value})
+            self.send_reply(op, value, budget)
         except BaseException as exc:  # noqa: B902 - reported to the host, the worker lives on
             if isinstance(exc, (ChannelError, BrokenPipeError, ConnectionError)):
                 raise
             _quiet_alarm()
-            self.send({"type": "reply", "id": rid, "value": None, "error": f"{type(exc).__name__}: {exc}"})
+            self.send({"type": "reply", "value": None, "error": f"{type(exc).__name__}: {exc}"[:2000]})
         return True
+
+    def send_reply(self, op: str, value, budget: int) -> None:
+        """The reply, trimmed (and saying so) when its frame would pass ``budget`` bytes: a reply the
+        host refuses would cost the worker, and with it the notebook's variables."""
+        message = {"type": "reply", "id": self._rid, "value": value}
+        data = self._encode(message)
+        if len(data) > budget:
+            value = fit_reply(op, value, budget - 4096)
+            data = self._encode({**message, "value": value})
+            if len(data) > budget:
+                data = self._encode({"type": "reply", "id": self._rid, "value": None,
+                                     "error": f"the answer to '{op}' was too large to send"})
+        self.channel.send_body(data)
 
     def _explain(self, err: dict) -> dict:
         """A MemoryError raised because the worker hit its address-space limit says so."""
@@ -207,24 +250,31 @@ class Worker:
         elif kind in ("display", "result") and isinstance(event.get("data"), dict):
             chart = event["data"].get(PLOTLY_MIME)
             if chart is not None:
-                self._sent_charts[id(chart)] = (self._cell_events, chart)
+                self._sent_charts.append((self._cell_events, chart))
         self._cell_events += 1
         self.send(event)
 
     def _chart_refs(self, done: dict) -> None:
         """What this cell's events already carried travels once: ``done.output`` equal to the stdout
         sent becomes {"$stdout": true}; a chart sent in a display/result event becomes {"$event": n}.
-        The host puts back the data it relayed itself."""
+        The host puts back the data it relayed itself. Charts are matched by value, in order: the
+        engine hands out copies (host paths scrubbed), so identity cannot match them."""
         output = done.get("output")
         if type(output) is str and output and output == "".join(self._sent_stdout):
             done["output"] = {"$stdout": True}  # the host joins the stdout it relayed
         charts = done.get("charts")
         if not isinstance(charts, list):
             return
-        refs = []
+        refs, start = [], 0
         for chart in charts:
-            hit = self._sent_charts.get(id(chart))
-            refs.append({"$event": hit[0]} if hit is not None and hit[1] is chart else chart)
+            for j in range(start, len(self._sent_charts)):
+                number, sent = self._sent_charts[j]
+                if sent is chart or sent == chart:
+                    refs.append({"$event": number})
+                    start = j + 1
+                    break
+            else:
+                refs.append(chart)
         done["charts"] = refs
 
     def run_cell(self, req: dict) -> None:
@@ -241,9 +291,11 @@ class Worker:
             rlimits.set_cell_cpu_budget((effective.timeout + 5) * max(1, os.cpu_count() or 1))
         else:
             rlimits.set_cell_cpu_budget(None)
+        budget = req.get("max_done_bytes")
+        self._done_budget = min(budget, _EVENT_BUDGET) if type(budget) is int and budget > 0 else _EVENT_BUDGET
         self.running = True
         self._cell_events = 0
-        self._sent_charts = {}
+        self._sent_charts = []
         self._sent_stdout = []
         try:
             done = self.engine.run_cell(req["source"], emit=self._emit, policy=policy, limits=limits,
@@ -256,16 +308,62 @@ class Worker:
         except (ChannelClosed, BrokenPipeError):
             raise
         except BaseException as exc:  # noqa: B902 - an engine failure must still close the cell
-            msg = f"internal error in the sandbox engine: {type(exc).__name__}"
-            err = {"ename": "SandboxInternalError", "evalue": msg, "traceback": [msg]}
+            if isinstance(exc, MemoryError):  # the engine itself ran out: say so; the worker lives on
+                err = self._explain({"ename": "MemoryError", "evalue": "", "traceback": ["MemoryError"]})
+            else:
+                msg = f"internal error in the sandbox engine: {type(exc).__name__}"
+                err = {"ename": "SandboxInternalError", "evalue": msg, "traceback": [msg]}
+            del exc
             self.send({"type": "error", **err, "denial": None})
             done = {"type": "done", "status": "error", "error": err}
         finally:
             self.running = False
             _quiet_alarm()
         self.send(done)
-        self._sent_charts = {}
+        self._sent_charts = []
         self._sent_stdout = []
+
+
+def _json_size(value) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
+
+
+def _cut_text(text: str, room: int) -> str:
+    """The longest head of ``text`` (halving) whose JSON encoding fits ``room`` bytes."""
+    n = max(min(len(text), room - 16), 0)
+    while n and _json_size(text[:n]) > room:
+        n //= 2
+    return text[:n]
+
+
+def fit_reply(op: str, value, room: int):
+    """A reply value whose encoding fits ``room`` bytes: completion keeps the first matches that fit,
+    inspection and user_expressions keep the head of text/plain (other MIME types are dropped). Each
+    says what was trimmed."""
+    if not isinstance(value, dict):
+        return value
+    if op == "complete" and isinstance(value.get("matches"), list):
+        matches, kept, used = value["matches"], [], 1024
+        for match in matches:
+            used += _json_size(match) + 1
+            if used > room:
+                break
+            kept.append(match)
+        note = f"{len(matches)} names match; the first {len(kept)} fit in a reply"
+        return {**value, "matches": kept, "metadata": {"sandbox_trimmed": note}, "trimmed": note}
+    if op in ("inspect", "evaluate") and isinstance(value.get("data"), dict):
+        text = value["data"].get("text/plain")
+        text = text if isinstance(text, str) else ""
+        dropped = sorted(k for k in value["data"] if k != "text/plain" and isinstance(k, str))
+        note = (f"[... trimmed by the sandbox to fit a reply of {room // 1024} kB"
+                + (f"; not shown: {', '.join(dropped)[:200]}" if dropped else "") + "]")
+        head = _cut_text(text, room - 1024 - _json_size(note))
+        cut = len(text) - len(head)
+        if cut:
+            note = note[:-1] + f"; {cut:,} characters cut]"
+        return {**value, "data": {"text/plain": f"{head}\n{note}" if head else note}, "metadata": {},
+                "trimmed": note}
+    return value
 
 
 def _enter_workdir(init: dict, policy, places) -> dict:
@@ -345,14 +443,22 @@ def main(argv=None) -> int:
             try:
                 if not worker.handle(req):
                     return 0
-            except (ChannelError, BrokenPipeError, ConnectionError):
+            except (ChannelError, BrokenPipeError, ConnectionError, MemoryError):
                 raise
             except Exception:  # noqa: BLE001 - a stray limit or engine bug between requests
                 _quiet_alarm()
-                worker.send({"type": "reply", "id": req.get("id", 0), "value": None,
-                             "error": "internal error in the sandbox worker"})
+                msg = "internal error in the sandbox worker"
+                if req.get("op") == "run_cell":  # the host waits for the cell's done
+                    worker.send({"type": "done", "status": "error",
+                                 "error": {"ename": "SandboxInternalError", "evalue": msg, "traceback": [msg]}})
+                else:
+                    worker.send({"type": "reply", "value": None, "error": msg})
     except (ChannelError, BrokenPipeError, ConnectionError):
         return 0
+    except MemoryError:
+        # The worker's own code ran out of memory (a cell left none): a status the host reads as such,
+        # rather than Python's generic 1. os._exit allocates nothing.
+        os._exit(EXIT_OUT_OF_MEMORY)
 
 
 if __name__ == "__main__":
