@@ -49,7 +49,8 @@ _PLAIN_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*>")
 _TAG = re.compile(r"<(/?)([^ >]*)(.*)>", re.S)
 _STYLE_ATTR = re.compile(r"""(?:^|[\s"'])style\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
 # plotly.js decodes these entities in attribute values before it uses them.
-_ENTITY = re.compile(r"&(#\d+|#x[\da-fA-F]+|[a-z]+);")
+_ENTITY = re.compile(r"&(#\d{1,7}|#x[\da-fA-F]{1,6}|[a-z]{1,10});")  # a longer one stays text: '&' fails
+_MAX_TAG = 2000  # a longer `<...>` is escaped as text before any attribute is parsed
 _ENTITIES = {"mu": "\u03bc", "amp": "&", "lt": "<", "gt": ">", "nbsp": "\xa0", "times": "\xd7",
              "plusmn": "\xb1", "deg": "\xb0"}
 _STYLE_PROPERTIES = frozenset({
@@ -86,6 +87,8 @@ def _clean_style(raw: str) -> str:
 def _clean_tag(segment: str) -> str:
     if _PLAIN_TAG.fullmatch(segment):
         return segment  # no attributes: nothing to load or run
+    if len(segment) > _MAX_TAG:
+        return "&lt;" + segment[1:]  # (attribute regexes are quadratic on crafted long tags)
     m = _TAG.fullmatch(segment)
     closing, name = m.group(1), m.group(2).lower()
     if name not in _PLOTLY_TAGS:
@@ -136,7 +139,7 @@ _NUMERIC_TYPES = frozenset({int, float, bool, _NONE})
 _SCALAR_TYPES = _NUMERIC_TYPES | {str}
 DATA_IMAGE = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}")
 _COLOR = re.compile(r"#[0-9A-Fa-f]{3,8}|(?:rgba?|hsla?|hsva?)\(\s*[\d\s.,%+-]*\)|[A-Za-z]{1,40}")
-_NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+_NUMBER_TEXT = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _TYPED_DTYPES = frozenset({"f8", "f4", "i4", "u4", "i2", "u2", "i1", "u1", "u1c",
                            "float64", "float32", "int32", "uint32", "int16", "uint16", "int8", "uint8",
@@ -816,7 +819,7 @@ def _scalar(node: Leaf, value):
     if kind == "text":
         return clean_markup(value) if vtype is str else value
     if kind == "number":
-        if vtype in (int, float) or (vtype is str and _NUMBER_TEXT.fullmatch(value)):
+        if vtype in (int, float) or (vtype is str and len(value) <= 64 and _NUMBER_TEXT.fullmatch(value)):
             return value
         return _DROP
     if kind == "boolean":

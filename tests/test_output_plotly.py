@@ -814,3 +814,21 @@ def test_update_arguments_have_a_budget_per_figure():
     honest = validate_figure({"data": [], "layout": {"updatemenus": [{"buttons": [
         {"method": "restyle", "args": [{"visible": [True] * 10}]}] * 1}]}})
     assert honest["layout"]["updatemenus"][0]["buttons"][0]["args"] == [{"visible": [True] * 10}]
+
+
+@pytest.mark.parametrize("text", [
+    "<span " + 'style="' * 50_000 + ">",  # the style regex would rescan the tag from every `style="`
+    "<b " + "&#" + "9" * 100_000 + ";>",  # int() of 100k digits raises past Python's digit limit
+    "<b>" * 50_000 + "<" * 50_000,
+])
+def test_markup_cleaning_is_linear_on_crafted_strings(text):
+    cleaned = clean_markup(text)
+    assert not live_markup(cleaned)
+
+
+def test_numbers_as_text_are_checked_without_backtracking():
+    digits = "1" * 100_000 + "x"
+    clean = validate_figure({"data": [{"type": "scatter", "y": [1], "opacity": digits, "marker": {"size": [digits, "3"]}}],
+                             "layout": {"width": "500", "height": " 1e3 "}})
+    assert "opacity" not in clean["data"][0] and "size" not in clean["data"][0]["marker"]
+    assert clean["layout"] == {"width": "500", "height": " 1e3 "}
