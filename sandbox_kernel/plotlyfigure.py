@@ -12,11 +12,12 @@ looking for bad keys, a figure is rebuilt from what plotly's schema knows:
   ``href``/``target``/``popup`` and any style that is not a plain font or colour);
 - the attributes that make plotly.js or the map library fetch something are named in
   ``_BY_PATH`` and get a safe form: inline ``data:image`` only for images, inline GeoJSON only,
-  a blank built-in-free map style, circle markers on maps, no tile/image/vector map layers;
+  a blank map style with nothing to fetch, circle markers on maps, no tile/image/vector/symbol
+  map layers; update-menu and slider arguments are checked against the schema for their method;
 - ``config`` keeps only page-behaviour keys and always points ``topojsonURL`` at an inline empty
   topology (plotly.js would otherwise fetch base maps from its CDN) and turns off MathJax.
 
-Every string- or any-valued attribute of the schema must be classified in ``_BY_NAME`` or
+Every string-, any-, data- or info-array-valued attribute must be classified in ``_BY_NAME`` or
 ``_BY_PATH``; an unclassified one is dropped at run time and listed in ``schema().unclassified``,
 which a test keeps empty, so a new URL field in a future plotly is caught by the test suite.
 
