@@ -476,10 +476,12 @@ namespace_of(PyTypeObject *type)
 #endif
 }
 
+/* No message is formatted: numpy asks every object it converts, and clears the error at once. */
 static PyObject *
 absent(AbsentProtocol *self, PyObject *obj)
 {
-    PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'", Py_TYPE(obj)->tp_name, self->name);
+    (void)obj;
+    PyErr_SetObject(PyExc_AttributeError, self->name);
     return NULL;
 }
 
@@ -595,6 +597,13 @@ AbsentProtocol_set(PyObject *op, PyObject *obj, PyObject *value)
         if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || (cls->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
             PyErr_Format(PyExc_TypeError, "cannot set '%U' attribute of immutable type '%s'", self->name,
                          cls->tp_name);
+            return -1;
+        }
+        /* a plain value in a class dict would be found before this descriptor and read by numpy for
+           every instance: while a cell runs, only a data descriptor (the sandbox's "absent") may go there */
+        if (cell_running && value != NULL && Py_TYPE(value)->tp_descr_set == NULL) {
+            PyErr_Format(PyExc_AttributeError, "'%U' of a class can only be a data descriptor in the sandbox",
+                         self->name);
             return -1;
         }
         dict = namespace_of(cls);

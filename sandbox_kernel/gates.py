@@ -1148,25 +1148,27 @@ class Gates:
         return method(*args, **kwargs)
 
     def checked_join(self, separator, method, parts):
-        """sep.join(parts) builds its whole result in one C call: the parts are made material (charged)
-        and the result's size, counted as the builtin types count it, is checked first."""
-        if type(parts) not in (list, tuple):
-            parts = self.sized(list, parts)
+        """sep.join(parts) builds its whole result in one C call: the result's size, counted as the builtin
+        types count it, is checked first. Parts that are not yet material are collected here, in Python
+        (where the limits reach), and refused as soon as they add up past the cap."""
         if not isinstance(separator, _TEXT):
             return method(parts)
+        text = isinstance(separator, str)
+        limit = self.max_bytes // 4 if text else self.max_bytes
+        measure = str.__len__ if text else _byte_length
+        step = _true_len(separator)
+        material = type(parts) is list or type(parts) is tuple
+        collected, size = [], 0
         try:
-            if isinstance(separator, str):
-                size = sum(map(str.__len__, parts))
-                limit = self.max_bytes // 4
-            else:
-                size = sum(map(_byte_length, parts))
-                limit = self.max_bytes
+            for part in parts:
+                size += measure(part) + step
+                if size > limit:
+                    self._too_large(f"join() building more than {limit:,} characters")
+                if not material:
+                    collected.append(part)
         except TypeError:
-            return method(parts)   # a part of the wrong type: join's own error
-        size += max(len(parts) - 1, 0) * _true_len(separator)
-        if size > limit:
-            self._too_large(f"join() building ~{size:,} characters")
-        return method(parts)
+            pass   # a part of the wrong type: join's own error below
+        return method(parts if material else collected)
 
     def starred(self, value):
         """'*value' in a call, a display or an unpacking: C consumes all of it, so it goes through the
@@ -1572,14 +1574,16 @@ def _raw_attribute(cls, n, after=None):
 
 
 _STAND_IN_KINDS: dict = {}   # a method as its class dict holds it -> the kind of check its stand-in makes
+STAND_IN_METHODS: list = []  # (class, name, kind) for each, in the order they were added (tests read it)
 
 
 def add_stand_in_kind(kind: str, cls, names) -> None:
     """The methods `names` of cls (as cls's own dict holds them) get the stand-in of `kind`."""
     namespace = type.__dict__["__dict__"].__get__(cls)
     for n in names:
-        if n in namespace:
+        if n in namespace and namespace[n] not in _STAND_IN_KINDS:
             _STAND_IN_KINDS[namespace[n]] = kind
+            STAND_IN_METHODS.append((cls, n, kind))
 
 
 def _stand_in_kind(raw, n):

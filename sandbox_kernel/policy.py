@@ -285,6 +285,8 @@ _DATA_OBJECT_DENY = (
     "numpy.DataSource", "numpy.ndarray.ctypes", "numpy.lib.stride_tricks.as_strided",
     # evaluates a string in its caller's globals
     "numpy.bmat",
+    # import a module named by a string and write C-level docstrings into the host's objects
+    "numpy.lib.add_newdoc", "numpy.lib.add_docstring",
     # extension registries change pandas for the whole process
     "pandas.api.extensions.register_dataframe_accessor", "pandas.api.extensions.register_series_accessor",
     "pandas.api.extensions.register_index_accessor", "pandas.api.extensions.register_extension_dtype",

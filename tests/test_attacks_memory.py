@@ -242,3 +242,164 @@ def test_buffers_of_plain_arrays_still_work():
                   "and s.isna().tolist() == [False, True, False] and s.str.upper().tolist()[0] == 'A' "
                   "and b.tolist() == [1, 'x']")
     assert result.get("ok_made"), result
+
+
+# --- Issue 10: the generated sink test: every granted type x every planting route ends in "absent" ----------
+# Each case plants numpy's __array_interface__ by one route into one kind of object, then converts the
+# object with np.asarray. The interface names a live bytes object read-only (harmless even where the
+# sink failed), so the cases run in the test's own process. "viewed" means numpy built a uint8 view of
+# those bytes: the planted dict answered. Routes that the gates refuse count as absent too.
+
+SINK_TYPES = {
+    "cell_instance": "class T:\n    pass\nobj = T()",
+    "cell_instance_with_slots_and_dict": "class T:\n    __slots__ = ('__dict__', 'x')\nobj = T()",
+    "cell_function": "def obj():\n    pass",
+    "lambda": "obj = lambda: None",
+    "partial": "obj = functools.partial(print)",
+    "cell_class": "class obj:\n    pass",
+    "cell_dataclass": "@dataclasses.dataclass\nclass T:\n    x: int = 0\nobj = T()",
+    "cell_exception": "class T(Exception):\n    pass\nobj = T()",
+    "cell_enum_member": "class T(enum.Enum):\n    A = 1\nobj = T.A",
+    "cell_subclass_of_a_library_class": "class T(json.JSONEncoder):\n    pass\nobj = T()",
+    "cell_subclass_of_ndarray": "class T(np.ndarray):\n    pass\nobj = np.zeros(1).view(T)",
+    "cell_class_with_getattr": "class T:\n    def __getattr__(self, name):\n        return self.__dict__.get('stash', {}).get(name)\nobj = T()",
+    "library_instance": "obj = json.JSONEncoder()",
+    "library_ordered_dict": "obj = collections.OrderedDict(a=1)",
+    "library_string_io": "obj = io.StringIO()",
+    "library_context_manager": "obj = contextlib.nullcontext()",
+    "pandas_series": "obj = pd.Series([1.0])",
+    "pandas_dataframe": "obj = pd.DataFrame({'a': [1.0]})",
+    "pandas_indexer": "obj = pd.api.indexers.FixedForwardWindowIndexer(window_size=2)",
+    "scipy_optimize_result": "obj = scipy.optimize.OptimizeResult(x=1)",
+    "numpy_vectorize": "obj = np.vectorize(abs)",
+    "plotly_figure": "obj = go.Figure()",
+    "module": "obj = json",
+    "library_class": "obj = json.JSONEncoder",
+    "library_function": "obj = json.dumps",
+    # classes a library builds from names the cell chose: none may hold a plain value under the protocols
+    "namedtuple_made_by_the_library": "N = collections.namedtuple('N', [key], rename=False)\nobj = N(iface)",
+    "namedtuple_renamed_field": "N = collections.namedtuple('N', [key], rename=True)\nobj = N(iface)",
+    "enum_made_by_the_library": "obj = enum.Enum('E', {key: 1})",
+    "typeddict_made_by_the_library": "TD = typing.TypedDict('TD', {key: dict})\nobj = TD(**{key: iface})",
+}
+
+SINK_ROUTES = {
+    "direct_dict": "obj.__dict__[key] = iface",
+    "setattr": "setattr(obj, key, iface)",
+    "object_setattr": "object.__setattr__(obj, key, iface)",
+    "update_wrapper": "functools.update_wrapper(obj, carrier)",
+    "wraps": "functools.wraps(carrier)(obj)",
+    "vars": "vars(obj)[key] = iface",
+    "item": "obj[key] = iface",
+    "getattr_hook_stash": "obj.__dict__['stash'] = {key: iface}",
+    "copy": "obj.__dict__[key] = iface\nobj = copy.copy(obj)",
+    "deepcopy": "obj.__dict__[key] = iface\nobj = copy.deepcopy(obj)",
+    "copy_of_a_carrier_into_a_library_state": "state = copy.copy(carrier).__dict__\nobj.__dict__.update(state)",
+    "setstate": "obj.__setstate__({key: iface})",
+    "pandas_apply_from_the_class": "pd.Series.apply(obj, '__setattr__', args=(key, iface))",
+    "pandas_agg_from_the_class": "pd.Series.agg(obj, '__setattr__', key, iface)",
+    "pandas_indexer_kwargs": "obj = pd.api.indexers.BaseIndexer(**{key: iface})",
+    "methodcaller": "operator.methodcaller('__setattr__', key, iface)(obj)",
+    "series_label": "obj = pd.Series([iface], index=[key], dtype=object)",
+    "optimize_result_item": "obj = scipy.optimize.OptimizeResult({key: iface})",
+}
+
+SINK_PRELUDE = """\
+import collections, contextlib, copy, dataclasses, enum, functools, io, json, operator, typing
+import numpy as np, pandas as pd, scipy.optimize, plotly.graph_objects as go
+payload = b'ABCDEFGH'
+key = '__array_' + 'interface__'
+iface = {'shape': (8,), 'typestr': '|u1', 'data': (id(payload) + 32, True), 'version': 3}
+class Carrier:
+    pass
+carrier = Carrier()
+carrier.__dict__[key] = iface
+"""
+
+SINK_CASE = """\
+obj = None
+try:
+{setup}
+except Exception:
+    pass
+try:
+{route}
+except Exception:
+    pass
+viewed = False
+try:
+    arr = np.asarray(obj)
+    viewed = arr.dtype == np.uint8 and arr.shape == (8,) and bytes(arr) == payload
+except Exception:
+    pass
+"""
+
+
+def _indent(source):
+    return "\n".join("    " + line for line in source.splitlines())
+
+
+@pytest.fixture(scope="module")
+def sink_sandbox(tmp_path_factory):
+    from conftest import Sandbox
+    box = Sandbox(tmp_path_factory.mktemp("sink") / "work")
+    assert box.run(SINK_PRELUDE).ok
+    return box
+
+
+@pytest.mark.parametrize("route", sorted(SINK_ROUTES))
+@pytest.mark.parametrize("kind", sorted(SINK_TYPES))
+def test_planted_raw_protocols_are_absent(sink_sandbox, kind, route):
+    sink_sandbox.ns.pop("viewed", None)
+    sink_sandbox.run(SINK_CASE.format(setup=_indent(SINK_TYPES[kind]), route=_indent(SINK_ROUTES[route])))
+    assert sink_sandbox.ns.get("viewed") is False, f"numpy answered a planted interface: {kind} x {route}"
+
+
+def test_the_sink_grid_covers_routes_that_plant():
+    """The grid is not vacuous: planting itself succeeds on many cases (the key is in the object's own
+    dict), and numpy still answers "absent"."""
+    assert len(SINK_TYPES) * len(SINK_ROUTES) >= 500
+
+
+def test_planted_keys_do_land_and_are_still_absent(sink_sandbox):
+    r = sink_sandbox.run("def f():\n    pass\nfunctools.update_wrapper(f, carrier)\nw = Carrier()\nw.__dict__[key] = iface\n"
+                         "print(key in w.__dict__, np.asarray(f).dtype, np.asarray(w).dtype, np.asarray(carrier).dtype)")
+    assert r.stdout == "True object object object\n", r
+
+
+def test_classes_that_define_the_protocols_are_the_listed_providers():
+    """Only numpy's arrays and scalars, and two scipy result classes over their own C++ buffers
+    (cKDTree's coo_entries and ordered_pairs; a cell cannot make one without its __init__), define the
+    raw protocols (a class's own definition is found before the sink); each does so with a data
+    descriptor; DummyArray is the one instance-dict provider."""
+    import numpy as np
+    import pandas  # noqa: F401
+    import scipy.optimize  # noqa: F401
+    import scipy.spatial  # noqa: F401
+    import plotly.graph_objects  # noqa: F401
+    from sandbox_kernel import gates as gates_module
+    defining = set()
+    pending, seen = [object], set()
+    while pending:
+        cls = pending.pop()
+        for sub in type.__subclasses__(cls) if cls is not type else []:
+            if sub not in seen:
+                seen.add(sub)
+                pending.append(sub)
+    for cls in seen:
+        namespace = type.__dict__["__dict__"].__get__(cls)
+        for name in ("__array_interface__", "__array_struct__"):
+            value = namespace.get(name)
+            if value is None or value is gates_module._NO_RAW_ARRAY:
+                continue
+            defining.add(f"{cls.__module__}.{cls.__qualname__}.{name}")
+            assert hasattr(type(value), "__set__") or hasattr(type(value), "__delete__"), \
+                f"{cls.__qualname__}.{name} is not a data descriptor: {value!r}"
+    assert defining == {"numpy.ndarray.__array_interface__", "numpy.ndarray.__array_struct__",
+                        "numpy.generic.__array_interface__", "numpy.generic.__array_struct__",
+                        "scipy.spatial._ckdtree.coo_entries.__array_interface__",
+                        "scipy.spatial._ckdtree.ordered_pairs.__array_interface__"}, defining
+    dummy = np.lib._stride_tricks_impl.DummyArray
+    assert np.lib.stride_tricks.sliding_window_view(np.arange(4), 2).tolist() == [[0, 1], [1, 2], [2, 3]]
+    obj = dummy({"shape": (1,), "typestr": "<f8", "data": (0, True), "version": 3})
+    assert obj.__array_interface__["shape"] == (1,)
