@@ -13,7 +13,7 @@ dropped:
   finds nothing to typeset;
 * `text/markdown`: rendered here by markdown-it (CommonMark, raw HTML off) and published as the
   sanitised `text/html` above; the browser never parses markdown a cell wrote;
-* Plotly JSON: checked against plotly's own schema (plotlyfigure.py);
+* Plotly JSON: rebuilt against plotly's own schema (plotlyfigure.py);
 * PNG and JPEG: decoded, checked for their signature, re-encoded; JSON: plain JSON data.
 
 A per-cell budget caps text and rich data separately; every copy that leaves the kernel counts,
@@ -255,59 +255,15 @@ def render_markdown(text: str) -> str:
 
 # -- Plotly ----------------------------------------------------------------------------------------
 
-_PLOTLY_TOP_KEYS = {"data", "layout", "config", "frames"}
-# Config keys that only change how the chart behaves on the page; the rest (plotlyServerURL,
-# topojsonURL, mapbox tokens, showLink) make the browser talk to remote servers.
-_PLOTLY_SAFE_CONFIG = {
-    "responsive", "displayModeBar", "displaylogo", "scrollZoom", "staticPlot", "editable",
-    "doubleClick", "showTips", "showAxisDragHandles", "modeBarButtonsToRemove", "locale",
-    "toImageButtonOptions", "typesetMath",
-}
-_UNSAFE_URL = re.compile(r"^\s*([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
-_PLOTLY_URL_KEYS = {"source", "src", "url", "href", "style"}
-_MAX_DEPTH = 64
-
-
-def _check_plotly_value(value, depth: int, key: str = "") -> None:
-    if depth > _MAX_DEPTH:
-        raise OutputRejected("figure nested too deeply")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise OutputRejected("figure keys must be strings")
-            _check_plotly_value(v, depth + 1, k)
-    elif isinstance(value, list):
-        for v in value:
-            _check_plotly_value(v, depth + 1, key)
-    elif isinstance(value, str):
-        # Layout images (`source`), map styles and URL fields would be fetched by the browser.
-        if key in _PLOTLY_URL_KEYS and _UNSAFE_URL.match(value) and not _DATA_IMAGE.match(value.strip()):
-            raise OutputRejected(f"figure field {key!r} points outside the page")
-        if "javascript:" in value.replace(" ", "").lower():
-            raise OutputRejected("figure text carries a javascript: URL")
-    elif value is None or isinstance(value, (bool, int, float)):
-        return
-    else:
-        raise OutputRejected(f"figure holds a non-JSON value of type {type(value).__name__}")
-
 
 def validate_plotly(fig) -> dict:
-    """A clean copy of a Plotly figure dict, or OutputRejected."""
-    if not isinstance(fig, dict) or not isinstance(fig.get("data", None), list):
-        raise OutputRejected("a Plotly figure needs a 'data' list")
-    extra = set(fig) - _PLOTLY_TOP_KEYS
-    if extra:
-        raise OutputRejected(f"unexpected figure keys: {', '.join(sorted(map(str, extra)))}")
-    if not all(isinstance(trace, dict) for trace in fig["data"]):
-        raise OutputRejected("every trace must be an object")
-    if "layout" in fig and not isinstance(fig["layout"], dict):
-        raise OutputRejected("'layout' must be an object")
-    clean = {k: v for k, v in fig.items() if k != "config"}
-    _check_plotly_value(clean, 0)
-    if isinstance(fig.get("config"), dict):
-        clean["config"] = {k: v for k, v in fig["config"].items() if k in _PLOTLY_SAFE_CONFIG}
-        _check_plotly_value(clean["config"], 0)
-    return clean
+    """A Plotly figure rebuilt against plotly's own schema (plotlyfigure.py), or OutputRejected."""
+    from .plotlyfigure import FigureRejected, validate_figure
+
+    try:
+        return validate_figure(fig)
+    except FigureRejected as exc:
+        raise OutputRejected(str(exc)) from None
 
 
 # -- Images and JSON -------------------------------------------------------------------------------

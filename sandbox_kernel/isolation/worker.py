@@ -118,7 +118,10 @@ class Worker:
             body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
             body = json.dumps(_plain(message), ensure_ascii=False, separators=(",", ":"))
-        return body.encode("utf-8")
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError:  # a cell's lone surrogates ('\ud800') become U+FFFD, as in the kernel
+            return body.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
     # -- start-up ------------------------------------------------------------------------------
 
