@@ -34,7 +34,10 @@ def plotly_json(fig) -> dict:
     import plotly.io as pio
 
     spec = json.loads(pio.to_json(fig, validate=False))
-    return {"data": spec.get("data", []), "layout": spec.get("layout", {}), "config": {}}
+    out = {"data": spec.get("data", []), "layout": spec.get("layout", {}), "config": {}}
+    if spec.get("frames"):  # animations (px.scatter(..., animation_frame=...)) play from their frames
+        out["frames"] = spec["frames"]
+    return out
 
 
 def chart_from_spec(spec) -> dict | None:
@@ -43,8 +46,10 @@ def chart_from_spec(spec) -> dict | None:
         return plotly_json(spec)
     if isinstance(spec, dict) and "data" in spec:
         try:
-            return json.loads(json.dumps({"data": spec["data"], "layout": spec.get("layout", {}), "config": {}},
-                                         default=_json_default))
+            chart = {"data": spec["data"], "layout": spec.get("layout", {}), "config": {}}
+            if spec.get("frames"):
+                chart["frames"] = spec["frames"]
+            return json.loads(json.dumps(chart, default=_json_default))
         except (TypeError, ValueError):
             return None
     return None

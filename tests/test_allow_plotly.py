@@ -67,3 +67,14 @@ def test_plotly_batch(run):
 def test_plotly_colour_palettes(run, src, expected):
     r = run(src)
     assert r.ok and r.stdout == expected, r
+
+
+def test_animation_frames_reach_the_front_end(run):
+    r = run("import plotly.express as px\n"
+            "df = px.data.gapminder()\n"
+            "df = df[df['continent'] == 'Oceania']\n"
+            "px.scatter(df, x='gdpPercap', y='lifeExp', animation_frame='year')")
+    assert r.ok, r.error
+    chart = r.done["charts"][-1]
+    assert len(chart["frames"]) == 12
+    assert chart["layout"]["sliders"] and chart["frames"][0]["data"]
