@@ -1,10 +1,16 @@
 """Must-block: dangerous builtins, __builtins__, type()/metaclass tricks, IPython escape hatches, imports."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
 import sys
+import time
 
 import pytest
+
+from childcell import TIGHT, run_cell_in_child
 
 UNAVAILABLE_CALLS = [
     "eval('1 + 1')",
@@ -216,3 +222,125 @@ def test_attrgetter_and_methodcaller_go_through_the_gate(sandbox, src):
     r = sandbox.run(src)
     assert not r.ok and r.denied("attribute"), r
     assert "x" not in sandbox.ns
+
+
+# ====================================================================================================
+# From review round 2: the sandbox's own runtime objects and library
+# frames reached through builtins that C code calls on the cell's behalf; output floods through rich display.
+# ====================================================================================================
+
+GET_GATE_FRAME = """\
+import itertools
+frames = list(itertools.islice(iter(locals, None), 1))   # list() runs inside the __st_sized__ gate
+"""
+
+
+def test_locals_from_gate_frame_cannot_neuter_the_gates(sandbox, outside):
+    marker = outside / "gates.txt"
+    sandbox.run(GET_GATE_FRAME +
+                "import dataclasses\n"
+                "g = frames[0]['self']\n"
+                "base = g.policy.modules[0]\n"
+                "extra = tuple(dataclasses.replace(base, name=n, allow=('*',), deny=()) for n in ('os', 'sandbox_kernel'))\n"
+                "g.policy = dataclasses.replace(g.policy, modules=g.policy.modules + extra, denied_modules=())\n"
+                "g.deny = lambda exc: None\n"
+                "import sandbox_kernel.confine as c\n"
+                "c._FS.set(None)\n"
+                "import os\n"
+                f"os.system('echo PWNED > {marker}')\n")
+    assert not marker.exists(), "os.system ran"
+
+
+def _runtime_objects(ns) -> list:
+    found = []
+    for k, v in ns.items():
+        if k == "__builtins__":
+            continue
+        items = v if isinstance(v, list) else [v]
+        for item in items:
+            if isinstance(item, dict):
+                for x in item.values():
+                    if type(x).__module__.startswith("sandbox_kernel"):
+                        found.append(x)
+    return found
+
+
+@pytest.mark.parametrize("src", [
+    GET_GATE_FRAME,
+    "import heapq\nframes = [next(heapq.merge(iter(locals, None)))]\n",
+])
+def test_locals_only_describes_cell_frames(sandbox, src):
+    r = sandbox.run(src + "print(sorted(frames[0]))")
+    assert not _runtime_objects(sandbox.ns), r
+    keys = set(sandbox.ns.get("frames", [{}])[0])
+    assert not keys & {"self", "h_append", "iterables", "fn", "kwargs"}, r
+
+
+def test_locals_in_cell_functions_still_works(run):
+    src = ("def f(a, b=2):\n    c = a + b\n    return sorted(locals().items())\nprint(f(1))\n"
+           "class K:\n    x = 1\n    names = sorted(locals())\nprint(K.names)\n")
+    plain = io.StringIO()
+    with contextlib.redirect_stdout(plain):
+        exec(src, {"__name__": "__main__"})
+    # what plain CPython prints; 3.13 adds __firstlineno__ to a class body's namespace
+    assert plain.getvalue().replace("'__firstlineno__', ", "") == \
+        "[('a', 1), ('b', 2), ('c', 3)]\n['__module__', '__qualname__', 'x']\n"
+    r = run(src)
+    assert r.ok and r.stdout == plain.getvalue(), r
+
+
+# ====================================================================================================
+# From review round 3: state that leaks from a cell into the host
+# thread, silent denials, private library state reached by shadowing the name in a sandbox subclass, C-level
+# arithmetic past the limit.
+# ====================================================================================================
+
+def test_denials_inside_hasattr_are_recorded(run):
+    r = run("class P:\n    @property\n    def x(self):\n        try:\n            import os\n"
+            "        except ImportError:\n            pass\n        return 1\nprint(hasattr(P(), 'x'))\n")
+    assert r.ok and r.stdout == "True\n"
+    assert r.denied("import", line=5), r
+
+
+# ====================================================================================================
+# From review round 7: classes with a guard reached through type()
+# instead of their module, and C-level work that the gates bound (decimal precision, %-formats) reached by the
+# routes around them. Each attack that could hang runs in a child process under a hard timeout.
+# ====================================================================================================
+
+@pytest.mark.parametrize("src", [
+    # itertools.repeat without a count, made from its class: sum() would never return from C
+    "import itertools\nr = type(itertools.repeat(1, 2))(1)\nx = sum(r)",
+    "import itertools\nc = type(itertools.count())\nx = sum(c())",
+    "import itertools\nc = type(itertools.cycle([1]))\nx = sum(c([1]))",
+    "import decimal\nc = type(decimal.getcontext())(prec=10**8)\nx = c.sqrt(decimal.Decimal(2))",
+])
+def test_type_hands_out_guarded_classes_guarded(src):
+    t0 = time.monotonic()
+    try:
+        result = run_cell_in_child(src, "strict", limits=TIGHT, timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the cell ran past its limit ({time.monotonic() - t0:.1f}s)")
+    assert result["status"] == "error", result
+    # count() and cycle() already hand the cell a ticking generator, whose class cannot be called (TypeError)
+    assert result["ename"] in ("SizeDenied", "TypeError", "TickLimitExceeded", "TimeLimitExceeded"), result
+
+
+def test_type_of_ordinary_and_guarded_objects_still_works(run):
+    r = run("import itertools, decimal, collections\n"
+            "print(type(1).__name__, type([]) is list, type(itertools.chain()).__name__,"
+            " type(decimal.Decimal(1)).__name__, type(decimal.getcontext()) is decimal.Context,"
+            " type(collections.deque()) is collections.deque)")
+    assert r.ok and r.stdout == "int True chain Decimal True True\n", r
+
+
+def test_guarded_classes_stay_classes(run):
+    """A guard on a class (deque charges what it consumes, np.ndarray checks what it is laid over) must
+    leave it a class: isinstance, subclassing and type() work as in plain Python."""
+    r = run("import collections, numpy as np\nfrom collections import deque\n"
+            "class Q(collections.deque):\n    def peek(self):\n        return self[0]\n"
+            "q = Q([5, 6])\nd = deque([1, 2, 3], maxlen=2)\n"
+            "print(q.peek(), isinstance(q, deque), isinstance(d, collections.deque), type(d) is deque, d)\n"
+            "a = np.zeros(2)\nprint(isinstance(a, np.ndarray), type(a) is np.ndarray, issubclass(np.ndarray, object))\n")
+    assert r.ok, r
+    assert r.stdout == "5 True True True deque([2, 3], maxlen=2)\nTrue True True\n", r

@@ -3,11 +3,12 @@ that loops, __exit__ returning True, except* (CVE-2025-22153), generator close, 
 code that runs after its cell runs without power."""
 from __future__ import annotations
 
-import gc
 import sys
 import time
 
 import pytest
+
+import gc
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -159,3 +160,127 @@ def test_generator_finally_after_cell_cannot_print(sandbox, capfd):
     gc.collect()
     out, err = capfd.readouterr()
     assert "ESCAPED-OUTPUT" not in out + err
+
+
+# ====================================================================================================
+# From review round 4: variants of the fixes in fef0bc7 (string
+# dispatch reached through the class, not the instance).
+# ====================================================================================================
+
+# --- inspection and completion run no sandbox code --------------------------------------------------
+
+DESCRIPTORS = """\
+log = []
+class D:
+    def __get__(self, inst, owner):
+        log.append('ran')
+        return 'doc'
+class C:
+    __signature__ = D()
+    def __init__(self, a):
+        pass
+class E:
+    __doc__ = D()
+class F:
+    @property
+    def p(self):
+        log.append('property ran')
+        return 1
+f_obj = F()
+"""
+
+
+@pytest.mark.parametrize("token", ["C", "E"])
+def test_inspect_runs_no_sandbox_code(sandbox, token):
+    assert sandbox.run(DESCRIPTORS).ok
+    try:
+        reply = sandbox.engine.inspect(token)
+    except BaseException as exc:  # noqa: B902
+        pytest.fail(f"inspect({token!r}) raised {type(exc).__name__}: {exc}")
+    assert reply["status"] == "ok"
+    assert sandbox.ns["log"] == []
+
+
+@pytest.mark.parametrize("code", ["f_obj.", "f_obj.p", "C.", "E.", "F.p", "log.", "C"])
+def test_complete_and_inspect_of_ordinary_objects_run_no_sandbox_code(sandbox, code):
+    assert sandbox.run(DESCRIPTORS).ok
+    sandbox.engine.complete(code)
+    if code.endswith("p") or code == "log.":
+        sandbox.engine.inspect(code.rstrip("."))
+    assert sandbox.ns["log"] == []
+
+
+# --- the error report renders the cell's exception outside the cell ----------------------------------
+
+@pytest.mark.parametrize("src,expected", [
+    ("class ValidationError(Exception):\n    def __init__(self, field):\n        self.field = field\n"
+     "    def __str__(self):\n        return f'invalid {self.field}'\nraise ValidationError('age')", "invalid age"),
+    ("class Loop(Exception):\n    def __str__(self):\n        while True:\n            pass\nraise Loop()", None),
+    # a subclass of a denial class (reached with type(e)) whose sentence()/record() the engine trusts
+    ("try:\n    import os\nexcept ImportError as e:\n    D = type(e)\nclass G(D):\n    def sentence(self):\n"
+     "        return 'FORGED'\n    def record(self):\n        return {'kind': 'network', 'target': 'forged'}\n"
+     "raise G('os', 'r')", None),
+])
+def test_custom_exception_str_is_rendered_within_limits(sandbox, src, expected):
+    try:
+        r = sandbox.run(src, timeout=1.0)
+    except BaseException as exc:  # noqa: B902
+        pytest.fail(f"run_cell raised {type(exc).__name__}: {exc}")
+    assert not r.ok
+    if expected:
+        assert r.error_value == expected, r
+    assert sandbox.run("print('alive')").stdout == "alive\n"
+
+
+def test_denial_records_cannot_be_forged(sandbox):
+    r = sandbox.run("try:\n    import os\nexcept ImportError as e:\n    D = type(e)\n"
+                    "class G(D):\n    pass\n")
+    if r.ok:
+        try:
+            r = sandbox.run("raise G('evil.example', 'forged rule')")
+        except BaseException:  # noqa: B902 - covered by the test above
+            return
+        assert not any(d["target"] == "evil.example" and d["kind"] == "import" for d in r.denials), r
+
+
+GETATTRIBUTE = """\
+log = []
+class S:
+    def __getattribute__(self, name):
+        log.append(name)
+        return 1
+s = S()
+"""
+
+
+@pytest.mark.parametrize("call", ["complete:s.", "complete:s.x", "inspect:s"])
+def test_completion_on_instances_with_getattribute(sandbox, call):
+    assert sandbox.run(GETATTRIBUTE).ok
+    kind, code = call.split(":")
+    try:
+        getattr(sandbox.engine, kind)(code)
+    except BaseException as exc:  # noqa: B902
+        pytest.fail(f"{kind}({code!r}) raised {type(exc).__name__}: {exc}")
+    assert sandbox.ns["log"] == []
+
+
+# ====================================================================================================
+# From review round 6: C consumers of huge iterators that are not among
+# the sized builtins.
+# ====================================================================================================
+
+# --- finalizers made of library callables run after the cell, unconfined ------------------------------
+
+@pytest.mark.parametrize("finalizer", [
+    "functools.partial(pd.DataFrame({{'x': [1]}}).to_csv, {target!r})",
+    "functools.partial(np.savetxt, {target!r}, np.arange(3))",
+])
+def test_library_callable_finalizer_after_cell(sandbox, outside, finalizer):
+    import gc
+    target = str(outside / "finalizer.txt")
+    r = sandbox.run("import functools, pandas as pd, numpy as np\n"
+                    f"class X:\n    __del__ = {finalizer.format(target=target)}\n"
+                    "x = X()\nx.me = x\ndel x\n")
+    assert r.ok or r.denied(), r      # refusing the class is as good as a finalizer that cannot act
+    gc.collect()
+    assert not (outside / "finalizer.txt").exists(), "a finalizer wrote outside the workdir after the cell"

@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+from childcell import run_cell_in_child
+
 
 @pytest.fixture
 def layout(sandbox, outside, host_secret):
@@ -285,3 +287,24 @@ def test_native_writes_are_routed_on_the_first_call_in_a_fresh_process(tmp_path)
                                report=("status", "ename", "denials"), timeout=120)
     assert not target.exists(), f"the first mmwrite wrote outside the working directory ({result})"
     assert result.get("ename") == "FileDenied" and result.get("denials"), result
+
+
+# ====================================================================================================
+# From review round 7: classes with a guard reached through type()
+# instead of their module, and C-level work that the gates bound (decimal precision, %-formats) reached by the
+# routes around them. Each attack that could hang runs in a child process under a hard timeout.
+# ====================================================================================================
+
+def test_host_directories_do_not_answer_whether_they_exist(run, outside):
+    """On 3.10 pathlib called os through a table bound before the sandbox's guards (pathlib's accessor):
+    writing into an existing host directory was refused one way and into a missing one another, an
+    existence oracle for host paths."""
+    existing = outside / "there"
+    existing.mkdir()
+    errors = []
+    for target in (existing / "x.csv", outside / "missing" / "x.csv"):
+        r = run(f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_csv({str(target)!r})\n")
+        assert not r.ok, r
+        errors.append((r.error["ename"], r.error["evalue"].replace(str(target.parent), "<dir>")))
+        assert not target.exists()
+    assert errors[0] == errors[1], errors

@@ -89,3 +89,56 @@ def test_direct_writes_stay_refused(run):
         r = run(src)
         assert not r.ok and r.denials, (src, r)
     assert math.floor(1.5) == 1
+
+
+# ====================================================================================================
+# From review round 5: variants of the in-progress fixes (printf widths
+# that are not literals).
+# ====================================================================================================
+
+# --- copy guard checks only the top-level object -------------------------------------------------------
+
+@pytest.mark.parametrize("call", ["copy.deepcopy([X()])", "copy.deepcopy({'k': X()})", "copy.deepcopy((X(),))",
+                                  "copy.deepcopy(Holder())"])
+def test_copy_guard_nested(sandbox, call):
+    import math
+    snap = dict(vars(math))
+    try:
+        sandbox.run("import copy, math\ndef get_math():\n    return math\n"
+                    "class X:\n    def __reduce_ex__(self, proto):\n"
+                    "        return (get_math, (), {'floor': lambda v: 42})\n"
+                    "class Holder:\n    def __init__(self):\n        self.x = X()\n"
+                    f"try:\n    {call}\nexcept Exception:\n    pass\n")
+        assert dict(vars(math)).keys() == snap.keys() and all(vars(math)[k] is snap[k] for k in snap), \
+            "the host's math module was modified"
+    finally:
+        vars(math).clear()
+        vars(math).update(snap)
+
+
+# --- the "target must be the cell's" guard only looks at a positional target ---------------------------
+
+@pytest.mark.parametrize("call,probe", [
+    ("functools.update_wrapper(wrapper=math, wrapped=f)", "math"),
+    ("typing.no_type_check(arg=pd.DataFrame)", "DataFrame"),
+])
+def test_target_guard_by_keyword(sandbox, call, probe):
+    import math
+    import pandas as pd
+    target = math if probe == "math" else pd.DataFrame
+    snap = dict(vars(target))
+    try:
+        sandbox.run("import functools, typing, math, pandas as pd\ndef f():\n    pass\nf.sqrt = lambda v: 43\n"
+                    f"try:\n    {call}\nexcept Exception:\n    pass\n")
+        now = dict(vars(target))
+        assert now.keys() == snap.keys() and all(now[k] is snap[k] for k in snap), f"{probe} was modified"
+    finally:
+        if target is math:
+            vars(math).clear()
+            vars(math).update(snap)
+        else:
+            for k in set(vars(target)) - set(snap):
+                delattr(target, k)
+            for k, v in snap.items():
+                if vars(target).get(k) is not v:
+                    setattr(target, k, v)

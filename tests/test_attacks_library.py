@@ -3,9 +3,10 @@ raw file access in C, ctypes) and library functions that evaluate strings as cod
 from __future__ import annotations
 
 import subprocess
-import webbrowser
 
 import pytest
+
+import webbrowser
 
 DENIED_CORNERS = [
     # (setup, attack, file that must not appear in the workdir)

@@ -274,3 +274,27 @@ def test_host_is_clean_after_a_limit(src):
 @pytest.mark.parametrize("src", ["x = [i for i in range(10**15)]", "x = {i: i for i in range(10**15)}"])
 def test_host_is_clean_after_a_limit_in_a_comprehension(src):
     assert _teardown_state(src) == CLEAN
+
+
+# ====================================================================================================
+# From review round 2: the sandbox's own runtime objects and library
+# frames reached through builtins that C code calls on the cell's behalf; output floods through rich display.
+# ====================================================================================================
+
+# --- output floods through rich display ------------------------------------------------------------
+
+FLOODS = [
+    "class R:\n    def _repr_html_(self):\n        return 'x' * 5_000_000\ndisplay(R())",
+    "class R:\n    def _repr_html_(self):\n        return 'x' * 5_000_000\nR()",
+    "class R:\n    def _repr_mimebundle_(self, **k):\n        return {'text/plain': 'y' * 3_000_000}\nR()",
+    "for i in range(300):\n    display('z' * 10000)",
+    "class R:\n    def _repr_json_(self):\n        return {'k': 'j' * 2_000_000}\ndisplay(R())",
+]
+
+
+@pytest.mark.parametrize("src", FLOODS)
+def test_display_output_is_capped(run, src):
+    cap = 100_000
+    r = run(src, output_bytes=cap)
+    size = sum(len(json.dumps(e)) for e in r.events if e["type"] in ("display", "result"))
+    assert size < 2 * cap, f"{size:,} bytes of display data for a {cap:,}-byte cell limit"

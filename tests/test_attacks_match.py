@@ -88,3 +88,44 @@ def test_match_keyword_dunder_in_nested_pattern_is_refused(run):
     assert not r.ok and r.denied("syntax", line=2), r
     r = run("match {'k': 1}:\n    case {'k': int(__class__=c)}:\n        pass\n")
     assert not r.ok and r.denied("syntax", line=2), r
+
+
+# ====================================================================================================
+# From review round 2: the sandbox's own runtime objects and library
+# frames reached through builtins that C code calls on the cell's behalf; output floods through rich display.
+# ====================================================================================================
+
+# --- match class patterns on builtin classes ---------------------------------------------------------
+
+def test_match_object_keyword_reads_module_attributes(sandbox, outside):
+    marker = outside / "match_object.txt"
+    sandbox.run("import pandas as pd\n"
+                "try:\n    match pd.core.common:\n        case object(builtins=b):\n            pass\n"
+                "except Exception:\n    pass\n"
+                "try:\n    match b:\n        case object(eval=ev):\n            pass\n"
+                "except Exception:\n    pass\n"
+                "ev(\"(__import__('sandbox_kernel.confine', fromlist=['_FS'])._FS.set(None), "
+                f"__import__('os').system('echo PWNED > {marker}'))\")\n")
+    assert not marker.exists(), "os.system ran"
+    assert "ev" not in sandbox.ns and "b" not in sandbox.ns
+
+
+@pytest.mark.parametrize("pattern,subject", [
+    pytest.param("object(os=m)", "pd.io.common"),
+    pytest.param("object(sys=m)", "pd.io.parsers.readers"),
+    pytest.param("object(inspect=m)", "pd.core.common"),
+    pytest.param("object(mro=m)", "ZeroDivisionError"),
+    ("type(mro=m)", "ZeroDivisionError"),
+    pytest.param("object(read_pickle=m)", "pd"),
+    pytest.param("object(eval=m)", "pd"),
+    pytest.param("object(query=m)", "pd.DataFrame"),
+    pytest.param("object(tofile=m)", "np.zeros(1)"),
+])
+def test_match_keyword_pattern_cannot_bind_what_attribute_access_refuses(sandbox, pattern, subject):
+    sandbox.run(f"import pandas as pd, numpy as np\ntry:\n    match {subject}:\n        case {pattern}:\n            pass\n"
+                "except Exception:\n    pass\n")
+    if pattern.endswith("(os=m)") or pattern.endswith("(sys=m)") or "inspect" in pattern:
+        import types
+        assert not isinstance(sandbox.ns.get("m"), types.ModuleType), pattern
+    else:
+        assert "m" not in sandbox.ns, f"{pattern} bound {sandbox.ns.get('m')!r}"

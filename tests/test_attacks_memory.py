@@ -3,9 +3,14 @@
 the real builtins are one pointer away. Runs in a child process (a mistake here segfaults)."""
 from __future__ import annotations
 
+import subprocess
+import typing
+
 import pytest
 
 from childcell import run_cell_in_child
+from conftest import Sandbox
+from rawview import assert_no_full_escape, assert_no_raw_view
 
 
 def _run(src):
@@ -162,7 +167,6 @@ def test_objects_with_array_protocols_still_convert():
 # The sink now sits on `object` itself: every lookup meets the "absent" descriptor before any instance
 # dict, whatever the type (function, partial, library instance, class, module).
 
-from rawview import assert_no_full_escape, assert_no_raw_view  # noqa: E402
 
 PLANTED_IN_A_FUNCTION = """\
 import functools, json, math, numpy as np
@@ -341,7 +345,6 @@ def _indent(source):
 
 @pytest.fixture(scope="module")
 def sink_sandbox(tmp_path_factory):
-    from conftest import Sandbox
     box = Sandbox(tmp_path_factory.mktemp("sink") / "work")
     assert box.run(SINK_PRELUDE).ok
     return box
@@ -403,3 +406,624 @@ def test_classes_that_define_the_protocols_are_the_listed_providers():
     assert np.lib.stride_tricks.sliding_window_view(np.arange(4), 2).tolist() == [[0, 1], [1, 2], [2, 3]]
     obj = dummy({"shape": (1,), "typestr": "<f8", "data": (0, True), "version": 3})
     assert obj.__array_interface__["shape"] == (1,)
+
+
+NO_EXTENSION_CHILD = """\
+import json, sys, tempfile
+sys.modules['sandbox_kernel._numpyguard'] = None     # as if the C extension had not been built
+sys.modules['sandbox_kernel._fastgates'] = None
+from sandbox_kernel import guards
+from sandbox_kernel.engine import Engine
+from sandbox_kernel.policy import PRESETS
+assert guards._numpyguard is None and not guards.BUFFERS_CHECKED_IN_C
+eng = Engine(PRESETS['data-science'], workdir=tempfile.mkdtemp())
+report = {}
+eng.run_cell(sys.argv[1], emit=lambda e: None)
+for case in json.loads(sys.argv[2]):
+    eng.namespace.pop('viewed', None)
+    eng.run_cell(case, emit=lambda e: None)
+    report[case] = eng.namespace.get('viewed')
+done = eng.run_cell("import io, numpy as np\\nslots = np.empty(1, dtype=object)\\n"
+                    "io.BytesIO((id(b'x')).to_bytes(8, 'little')).readinto(slots)", emit=lambda e: None)
+report['readinto'] = (done['error'] or {}).get('ename')
+import numpy as np
+report['sliding_window_view'] = np.lib.stride_tricks.sliding_window_view(np.arange(3), 2).tolist()
+print(json.dumps(report))
+"""
+
+
+def test_the_python_sink_answers_the_same_without_the_extension():
+    """Without _numpyguard the sink on `object` is the Python descriptor (installed through the type's
+    dict), and readinto refuses object arrays itself."""
+    import json
+    import sys as _sys
+    from childcell import REPO
+    cases = [SINK_CASE.format(setup=_indent(SINK_TYPES[kind]), route=_indent(SINK_ROUTES[route]))
+             for kind, route in [("cell_function", "update_wrapper"), ("partial", "update_wrapper"),
+                                 ("lambda", "wraps"), ("library_ordered_dict", "pandas_apply_from_the_class"),
+                                 ("library_instance", "pandas_indexer_kwargs"), ("cell_instance", "direct_dict"),
+                                 ("module", "setattr"), ("cell_class", "setattr")]]
+    out = subprocess.run([_sys.executable, "-c", NO_EXTENSION_CHILD, SINK_PRELUDE, json.dumps(cases)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report.pop("readinto") == "CallDenied", report
+    assert report.pop("sliding_window_view") == [[0, 1], [1, 2]], report
+    assert set(report.values()) == {False}, report
+
+
+# ====================================================================================================
+# From review round 8: against the mechanisms of the second session
+# (the C fast paths, the per-function own-instance flag, the stand-ins for numpy arrays, decimal contexts,
+# deque and C iterators, the bounded numpy allocator, and the scrubbing of host paths from output).
+# ====================================================================================================
+
+# --- 2. numpy's raw array protocol through a cell class's attribute hooks ---------------------------------
+
+RAW_INTERFACE = """\
+import numpy as np
+b = b"immutable bytes!"
+def interface(name):
+    if name == "__array_interface__":
+        return {{"data": (id(b) + 32, False), "shape": (16,), "typestr": "|u1", "version": 3}}
+    raise AttributeError(name)
+{cls}
+try:
+    a = np.asarray(X())
+    a[0:9] = np.frombuffer(b"rewritten", dtype=np.uint8)
+except Exception:
+    pass
+ok_made = b[:9] == b"rewritten"
+"""
+
+
+@pytest.mark.parametrize("cls", [
+    "class X:\n    def __getattr__(self, name):\n        return interface(name)",
+    "class X:\n    def __getattribute__(self, name):\n        return interface(name)",
+    "class X:\n    pass\nX.__getattr__ = lambda self, name: interface(name)",
+])
+def test_attribute_hooks_do_not_answer_numpys_raw_protocols(cls):
+    result = run_cell_in_child(RAW_INTERFACE.format(cls=cls), report=("status", "ename"), ns=("ok_made",),
+                               hard_exit=True, timeout=30)
+    assert result.get("ok_made") is False, result
+
+
+# --- 3. stand-ins: the raw class through a library function's result --------------------------------------
+
+@pytest.mark.parametrize("raw", [
+    # numpy < 2.5: NDArray is a GenericAlias over the raw class (2.5 makes it a TypeAliasType: None)
+    "typing.get_origin(np.typing.NDArray)",
+    "typing.get_origin(np.ndarray[tuple[int], np.dtype[np.float64]])",
+    "np.ndarray[tuple[int], np.dtype[np.float64]]",
+])
+def test_raw_ndarray_through_typing_get_origin(tmp_path, raw):
+    import numpy as np
+    if "NDArray" in raw and typing.get_origin(np.typing.NDArray) is None:
+        pytest.skip("this numpy's NDArray is a type alias, not a generic alias over ndarray")
+    marker = tmp_path / "fakeobj.txt"
+    src = FAKEOBJ_EXPLOIT.format(constructor=f"{raw}((1,), dtype=object, buffer=buf)", marker=marker)
+    src = src.replace("import numpy as np, json", "import numpy as np, json, typing")
+    result = run_cell_in_child(src, report=("status", "ename", "denials"), hard_exit=True, timeout=30)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("status") == "error" and result.get("denials"), result
+
+
+# --- 10. memoryview: documented as never handed out ---------------------------------------------------------
+
+def test_memoryview_class_is_not_reachable_through_containers(sandbox):
+    r = sandbox.run("import numpy as np\n"
+            "mv = [t for t in np.ScalarType if t.__name__ == 'memoryview'][0]\n"
+            "m = mv(bytearray(b'abcd'))\n")
+    assert "m" not in sandbox.ns and not r.ok, r
+
+
+LIBRARY_ATTRIBUTE_DICT = """\
+import numpy as np, math, scipy.optimize
+class K(scipy.optimize.OptimizeResult):
+    pass
+iface = {{'data': (id(math.tau) + 16, False), 'shape': (1,), 'typestr': '<f8', 'version': 3}}
+o = {make}
+try:
+    v = np.asarray(o)
+    v[0] = 3.0
+except Exception:
+    pass
+ok_made = math.tau == 3.0
+"""
+
+
+@pytest.mark.parametrize("make", ["scipy.optimize.OptimizeResult({'__array_interface__': iface})",
+                                  "K({'__array_interface__': iface})",
+                                  "K(__array_interface__=iface)"])
+def test_library_attribute_dicts_do_not_answer_numpys_raw_protocols(make):
+    """scipy's result objects answer attribute reads from their own dict items, and a cell fills them."""
+    result = run_cell_in_child(LIBRARY_ATTRIBUTE_DICT.format(make=make), ns=("ok_made",), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and not result.get("ok_made"), f"math.tau was overwritten ({result})"
+
+
+def test_attribute_hooks_still_answer_everything_else(run):
+    r = run("import scipy.optimize\nclass Rec:\n    def __init__(self):\n        self.d = {'a': 1}\n"
+            "    def __getattr__(self, name):\n        return self.d.get(name, 0)\n"
+            "res = scipy.optimize.OptimizeResult(x=2)\nprint(Rec().a, Rec().zz, res.x)\n")
+    assert r.ok and r.stdout == "1 0 2\n", r
+
+
+# ====================================================================================================
+# From review round 9: against the fixes of round 8 (the ndarray
+# constructor hook, the wrapping of attribute hooks for numpy's raw protocols, the charged builtins and size
+# estimates, the never-rebound parameter analysis).
+# ====================================================================================================
+
+# --- 1. pandas' Series.__getattr__ answers numpy's raw protocol from an index label -------------------------
+
+SERIES_RAW_INTERFACE = """\
+import numpy as np, math, pandas as pd
+iface = {{'data': (id(math.tau) + 16, False), 'shape': (1,), 'typestr': '<f8', 'version': 3}}
+o = {make}
+try:
+    v = np.asarray(o)
+    v[0] = 3.0
+except Exception:
+    pass
+ok_made = math.tau == 3.0
+"""
+
+
+@pytest.mark.parametrize("make", [
+    "pd.Series([iface], index=['__array_interface__'], dtype=object)",
+    "pd.Series({'__array_interface__': iface})",
+])
+def test_series_labels_do_not_answer_numpys_raw_protocols(make):
+    result = run_cell_in_child(SERIES_RAW_INTERFACE.format(make=make), ns=("ok_made",), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False, f"math.tau was overwritten ({result})"
+
+
+SERIES_ESCAPE = """\
+import numpy as np, json, pandas as pd
+def view(addr, n=1):
+    iface = {{'data': (addr, False), 'shape': (n,), 'typestr': '<u8', 'version': 3}}
+    return np.asarray(pd.Series([iface], index=['__array_interface__'], dtype=object))
+L = [None]
+items = int(view(id(L) + 24)[0])
+b = int(view(id(json.dumps) + 24)[0])      # a Python function's func_builtins: the real builtins dict
+view(b)[0] += 1000
+view(items)[0] = b
+L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > {marker}')", {{}})
+"""
+
+
+def test_series_raw_interface_is_not_a_full_escape(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    result = run_cell_in_child(SERIES_ESCAPE.format(marker=marker), hard_exit=True, timeout=60)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("status") == "error", result
+
+
+# --- 2. scipy.odr's Data/Model/Output answer attribute reads from their `meta` dict --------------------------
+
+ODR_RAW_INTERFACE = """\
+import numpy as np, math, scipy.odr as odr
+iface = {{'data': (id(math.tau) + 16, False), 'shape': (1,), 'typestr': '<f8', 'version': 3}}
+{make}
+try:
+    v = np.asarray(o)
+    v[0] = 3.0
+except Exception:
+    pass
+ok_made = math.tau == 3.0
+"""
+
+
+@pytest.mark.parametrize("make", [
+    "o = odr.Data([1.0], meta={'__array_interface__': iface})",
+    "o = odr.Data([1.0])\no.set_meta(**{'__array_interface__': iface})",
+    "o = odr.Model(abs, meta={'__array_interface__': iface})",
+])
+def test_odr_meta_does_not_answer_numpys_raw_protocols(make):
+    result = run_cell_in_child(ODR_RAW_INTERFACE.format(make=make), ns=("ok_made",), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False, f"math.tau was overwritten ({result})"
+
+
+# --- 3. the constructor check compares dtype.hasobject only: a structured int field over an object slot ----
+
+STRUCT_OVER_SLOTS_ESCAPE = """\
+import numpy as np, json
+slots = np.array([None, None], dtype=object)
+x = {make}
+def fakeobj(addr):
+    x['a'] = addr          # an int field laid over slots[0]'s PyObject pointer
+    o = slots[0]
+    x['a'] = 0
+    return o
+def p64(n):
+    return n.to_bytes(8, 'little')
+fake = p64(1 << 40) + p64(id(bytearray)) + p64(1 << 62) + p64((1 << 62) + 1) + p64(0) + p64(0) + p64(0)
+mem = fakeobj(id(fake) + 32)
+def read64(addr):
+    return int.from_bytes(mem[addr:addr + 8], 'little')
+real_builtins = fakeobj(read64(id(json.dumps) + 24))
+real_builtins['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > {marker}')", {{}})
+"""
+
+
+@pytest.mark.parametrize("make", [
+    "np.ndarray((1,), dtype=[('a', 'i8'), ('b', 'O')], buffer=slots)",
+    "np.recarray((1,), dtype=[('a', 'i8'), ('b', 'O')], buf=slots)",
+])
+def test_mixed_structured_dtype_over_object_storage_is_refused(tmp_path, make):
+    marker = tmp_path / "pwned.txt"
+    result = run_cell_in_child(STRUCT_OVER_SLOTS_ESCAPE.format(make=make, marker=marker), hard_exit=True,
+                               report=("status", "ename", "denials"), timeout=60)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("status") == "error" and result.get("denials"), result
+
+
+def test_misaligned_object_view_over_object_storage_is_refused():
+    result = run_cell_in_child("import numpy as np\nslots = np.array([None, None], dtype=object)\n"
+                               "x = np.ndarray((1,), dtype=object, buffer=slots, offset=4)\nrepr(x[0])\n",
+                               report=("status", "ename", "denials"), timeout=60)
+    assert "crashed" not in result, result
+    assert result.get("status") == "error" and result.get("denials"), result
+
+
+# ====================================================================================================
+# From review round 10: numpy's raw-memory routes that do not pass
+# through a constructor, and the mechanisms that charge work done in C (charged/_charging, _estimated_length,
+# the consumer guards).
+# ====================================================================================================
+
+# --- 1. arr.strides = ... re-lays an existing structured (int, object) array over its own bytes ------------
+# The constructor hook (_numpyguard.c) checks arrays when they are made; assigning `strides` to an array
+# the cell already holds is not a construction. numpy only checks that the new strides stay inside the
+# buffer. With dtype [('a','i8'),('b','O')] (itemsize 16) and strides (8,), element 1's object field 'b'
+# lies over element 1's original int field 'a': any address the cell writes there becomes an object.
+
+FAKEOBJ = """\
+import numpy as np, math, json
+def fakeobj(addr):
+    s = np.zeros(2, dtype=[('a', 'i8'), ('b', 'O')])
+    s['a'][1] = addr
+    s.strides = (8,)
+    return s[1]['b']
+# a fake bytearray (refcnt, type, size, alloc, bytes=0, start=0, exports) inside a bytes object's data
+fields = (1 << 40, id(bytearray), 1 << 62, 1 << 62, 0, 0, 0)
+payload = b''.join(v.to_bytes(8, 'little') for v in fields)
+made = False
+try:
+    mem = fakeobj(id(payload) + 32)   # all of the process's memory, readable and writable
+    made = type(mem) is bytearray and len(mem) > 10**15
+except Exception:
+    pass
+{then}
+"""
+
+OVERWRITE_TAU = """\
+if made:
+    mem[id(math.tau) + 16:id(math.tau) + 24] = (3.0).hex().encode()[:0] + bytes.fromhex('0000000000000840')
+ok_made = math.tau == 3.0
+"""
+
+FULL_ESCAPE = """\
+if made:
+    def rd(a):
+        return int.from_bytes(mem[a:a + 8], 'little')
+    def wr(a, v):
+        mem[a:a + 8] = v.to_bytes(8, 'little')
+    L = [None]
+    b = rd(id(json.dumps) + 24)          # a Python function's func_builtins: the real builtins dict
+    wr(b, rd(b) + 1000)
+    wr(rd(id(L) + 24), b)
+    L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > {marker}')", {{}})
+"""
+
+
+def test_strides_assignment_does_not_forge_objects():
+    result = run_cell_in_child(FAKEOBJ.format(then=OVERWRITE_TAU), ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, \
+        f"an object was forged over raw memory ({result})"
+
+
+def test_strides_assignment_is_not_a_full_escape(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    result = run_cell_in_child(FAKEOBJ.format(then=FULL_ESCAPE.format(marker=marker)), hard_exit=True,
+                               report=("status", "ename", "denials"), timeout=60)
+    assert not marker.exists(), f"os.system ran ({result})"
+    assert result.get("denials"), result   # the cell catches the refusal; it is recorded all the same
+
+
+MISALIGNED = """\
+import numpy as np
+a = np.array([1, 2, 3, 4], dtype=object)
+try:
+    {how}
+except Exception:
+    pass
+del a   # deallocation decrefs through the strides: misaligned pointers
+"""
+
+
+@pytest.mark.parametrize("how", ["a.strides = (4,)", "setattr(a, 'strides', (4,))"])
+def test_misaligned_object_strides_cannot_crash_the_process(how):
+    result = run_cell_in_child(MISALIGNED.format(how=how), report=("status", "ename"), timeout=60)
+    assert "crashed" not in result, f"the process crashed ({result})"
+
+
+def test_strides_assignment_on_plain_arrays_still_works(run):
+    # a fix must keep honest stride writes on arrays without objects working (or refuse them all cleanly)
+    r = run("import numpy as np\na = np.arange(6, dtype=np.int64)\nb = a[::2]\nprint(b.sum())")
+    assert r.ok and r.stdout == "6\n", r
+
+
+@pytest.mark.parametrize("src", [
+    "import numpy as np\na = np.ndarray((2,), dtype=object, strides=(4,))\nx = a[1]",
+    "import numpy as np\na = np.ndarray((2,), dtype=[('a', 'i8'), ('b', 'O')], strides=(8,))\nx = a[1]",
+])
+def test_misaligned_object_strides_at_construction_are_refused(src):
+    """Custom strides in a constructor, even over the array's own memory, may not straddle pointers."""
+    result = run_cell_in_child(src, report=("status", "ename", "returncode"), hard_exit=True, timeout=30)
+    assert "crashed" not in result and result.get("ename") == "CallDenied", result
+
+
+# ====================================================================================================
+# From review round 11: the `x in c` gate and other C consumers,
+# numpy's raw protocols answered from a library instance's __dict__, and the Python fallbacks used when the C
+# extensions are missing.
+# ====================================================================================================
+
+# --- 1. copy.copy fills a library instance's __dict__ with '__array_interface__' ---------------------------
+# copy.copy(x) asks the *instance* for __reduce_ex__, so a cell class's __getattribute__ answers it with
+# (json.JSONEncoder, (), {'__array_interface__': iface}); copy._reconstruct then makes a JSONEncoder and
+# does y.__dict__.update(state). JSONEncoder has no __getattr__ (the scan never touches it) and no
+# "absent" descriptor, so numpy reads the cell's dict from the instance and views any address, writable.
+
+RAW_VIEW = """\
+import copy, json, math, numpy as np
+def view(addr, n):
+    iface = {'shape': (n,), 'typestr': '<u8', 'data': (addr, False), 'version': 3}
+    class R:
+        def __getattribute__(self, name):
+            if name == '__reduce_ex__':
+                return lambda protocol: (json.JSONEncoder, (), {'__array_interface__': iface})
+            return object.__getattribute__(self, name)
+    return np.asarray(copy.copy(R()))
+made = False
+try:
+    t = view(id(math.tau) + 16, 1)
+    made = True
+except Exception:
+    pass
+"""
+
+# Was: R11-1 (full escape): a cell class's __getattribute__ answers copy.copy's '__reduce_ex__' with
+# (json.JSONEncoder, (), {'__array_interface__': iface}); copy._reconstruct puts the state in a library
+# instance's __dict__ and np.asarray views any address
+
+
+def test_copy_reduction_does_not_plant_raw_protocols_in_library_instances():
+    assert_no_raw_view(RAW_VIEW, "numpy viewed raw memory through a copied library instance")
+
+
+def test_copy_reduction_is_not_a_full_escape(tmp_path):
+    assert_no_full_escape(RAW_VIEW, tmp_path)
+
+
+# --- 2. without _numpyguard (a missing or stale build) a generic alias calls the raw ndarray ---------------
+# The constructor hook (R8-3) is what refuses np.typing.NDArray[...](shape, dtype=object, buffer=bytes):
+# calling a generic alias calls its __origin__ (the raw np.ndarray) from C, past the stand-in and the
+# call guards. guards.py falls back to "the stand-ins are all there is" when the extension is missing.
+
+NO_C_EXTENSIONS = """\
+from sandbox_kernel import gates, guards, limits
+gates._fastgates = None
+guards._numpyguard = None
+limits._numpyguard = None
+"""
+
+ALIAS_FAKEOBJ = """\
+import numpy as np, math
+fields = (1 << 40, id(bytearray), 1 << 62, 1 << 62, 0, 0, 0)
+payload = b''.join(v.to_bytes(8, 'little') for v in fields)
+made = False
+try:
+    x = np.typing.NDArray[np.int64]((1,), dtype=object, buffer=(id(payload) + 32).to_bytes(8, 'little'))
+    mem = x[0]
+    made = type(mem) is bytearray and len(mem) > 10**15
+    mem[id(math.tau) + 16:id(math.tau) + 24] = bytes.fromhex('0000000000000840')
+except Exception:
+    pass
+ok_made = math.tau == 3.0
+"""
+
+
+def test_generic_alias_construction_is_checked_without_the_c_extension():
+    result = run_cell_in_child(ALIAS_FAKEOBJ, probe=NO_C_EXTENSIONS, ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, result
+
+
+def test_generic_alias_construction_is_checked_with_the_c_extension():
+    result = run_cell_in_child(ALIAS_FAKEOBJ, ns=("ok_made", "made"), hard_exit=True,
+                               report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("ok_made") is False and result.get("made") is False, result
+
+
+# --- 4. what held: strides writes through every assignment form -------------------------------------------
+
+STRIDES_ROUTES = """\
+import numpy as np, operator
+s = np.zeros(2, dtype=[('a', 'i8'), ('b', 'O')])
+class C:
+    def __enter__(self): return (8,)
+    def __exit__(self, *a): return True
+tries = [
+    lambda: [0 for s.strides in [(8,)]],
+    lambda: setattr(s, 'strides', (8,)),
+    lambda: np.ndarray.strides.__set__(s, (8,)),
+    lambda: s.__setattr__('strides', (8,)),
+    lambda: object.__setattr__(s, 'strides', (8,)),
+    lambda: s.view(np.recarray).__setattr__('strides', (8,)),
+]
+for f in tries:
+    try:
+        f()
+    except Exception:
+        pass
+for s.strides in []:
+    pass
+try:
+    with C() as s.strides:
+        pass
+except Exception:
+    pass
+moved = s.strides != (16,)
+"""
+
+
+def test_strides_cannot_be_written_by_any_assignment_form():
+    result = run_cell_in_child(STRIDES_ROUTES, ns=("moved",), hard_exit=True, report=("status", "ename"), timeout=60)
+    assert "crashed" not in result and result.get("moved") is False, result
+
+
+# ====================================================================================================
+# From review round 12: copy.deepcopy's memo, and neighbours of
+# earlier escapes.
+# ====================================================================================================
+
+# --- 1. deepcopy's memo is the cell's: it maps a library object's state keys to '__array_interface__' ------
+# _guard_copy checks the top-level copy and the pairs it finds in memo[id(memo)], deepcopy's keep-alive
+# list. Both are the cell's: memo[id(memo)] = Sink() (append does nothing, iterates empty) hides every
+# nested copy from the check, and memo entries keyed by id() replace what deepcopy returns for any
+# object: the interned key 'skipkeys' of a JSONEncoder's __dict__ becomes '__array_interface__' and
+# False becomes the cell's interface dict. deepcopy([enc], memo)[0] is a JSONEncoder whose __dict__
+# holds the raw protocol; np.asarray views any address, writable.
+
+RAW_VIEW_R12 = """\
+import copy, json, math, numpy as np
+class Sink:
+    def append(self, x):
+        pass
+    def __iter__(self):
+        return iter(())
+def view(addr, n):
+    iface = {'shape': (n,), 'typestr': '<u8', 'data': (addr, False), 'version': 3}
+    memo = {}
+    memo[id(memo)] = Sink()
+    memo[id('skipkeys')] = '__array_interface__'
+    memo[id(False)] = iface
+    return np.asarray(copy.deepcopy([json.JSONEncoder()], memo)[0])
+made = False
+try:
+    t = view(id(math.tau) + 16, 1)
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+# Was: R12-1 (full escape): copy.deepcopy(x, memo) with the cell's memo: memo[id(memo)] = a no-op sink hides
+# nested copies from _guard_copy's pair check, and memo[id('skipkeys')] = '__array_interface__',
+# memo[id(False)] = iface rewrite a JSONEncoder's state while it is deep-copied; np.asarray(copy[0]) views
+# any address
+
+
+def test_deepcopy_memo_does_not_plant_raw_protocols_in_library_instances():
+    assert_no_raw_view(RAW_VIEW_R12, "numpy viewed raw memory through a deep-copied library instance")
+
+
+def test_deepcopy_memo_is_not_a_full_escape(tmp_path):
+    assert_no_full_escape(RAW_VIEW_R12, tmp_path)
+
+
+# --- 2. the same without passing a memo: a cell __deepcopy__ earlier in the container gets deepcopy's memo --
+# Forcing a fresh memo is not enough: copy.deepcopy([Evil(), enc]) calls Evil.__deepcopy__(memo) (the
+# documented, allowed hook) before enc is copied, and it rewrites the memo the same way.
+
+HOOK_VIEW = """\
+import copy, json, math, numpy as np
+class Sink:
+    def append(self, x):
+        pass
+    def __iter__(self):
+        return iter(())
+made = False
+iface = {'shape': (1,), 'typestr': '<u8', 'data': (id(math.tau) + 16, False), 'version': 3}
+class Evil:
+    def __deepcopy__(self, memo):
+        memo[id(memo)] = Sink()
+        memo[id('skipkeys')] = '__array_interface__'
+        memo[id(False)] = iface
+        return Evil()
+try:
+    t = np.asarray(copy.deepcopy([Evil(), json.JSONEncoder()])[1])
+    made = t.dtype == np.uint64
+except Exception:
+    pass
+"""
+
+# Was: R12-2 (full escape): a cell class's __deepcopy__(memo) runs first in deepcopy([Evil(),
+# json.JSONEncoder()]) and rewrites the shared memo (keep-alive list -> sink, id('skipkeys') ->
+# '__array_interface__', id(False) -> iface): the encoder's copy carries the raw protocol and np.asarray
+# views any address
+
+
+def test_deepcopy_hook_cannot_rewrite_the_memo_of_a_library_copy():
+    assert_no_raw_view(HOOK_VIEW, "numpy viewed raw memory through a deep-copied library instance")
+
+
+# --- 4. ndarray.resize(refcheck=False) leaves views dangling over freed storage (use after free) ------------
+# resize() reallocates an array that owns its memory; refcheck=False skips numpy's "other references"
+# check, so a view made before keeps pointing at the freed block. An object array allocated next lands
+# in it: the int view now reads and writes its pointers (addrof/fakeobj). A fake bytearray spanning all
+# memory, built inside a bytes object, is arbitrary read/write. No constructor is involved (the view
+# predates the object array), so _forged_array never sees it; the strides refusal does not apply.
+
+RESIZE_VIEW = """\
+import numpy as np, math, json
+made = False
+try:
+    a = np.zeros(1000, dtype=np.int64)
+    v = a[:]
+    a.resize((10**6,), refcheck=False)
+    o = np.empty(1000, dtype=object)
+    o[:] = None
+    made = bool(v[0] == id(None))
+except Exception:
+    pass
+if made:
+    fake = (2**40).to_bytes(8, 'little') + id(bytearray).to_bytes(8, 'little') + (2**62).to_bytes(8, 'little') \\
+        + (2**62).to_bytes(8, 'little') + bytes(24)
+    v[1] = id(fake) + 32
+    mem = o[1]
+    def rd(x):
+        return int.from_bytes(mem[x:x + 8], 'little')
+    def wr(x, val):
+        mem[x:x + 8] = val.to_bytes(8, 'little')
+    class T:
+        def __setitem__(self, i, val):
+            wr(id(math.tau) + 16, val)
+    t = T()
+"""
+
+RESIZE_ESCAPE = """\
+if made:
+    L = [None]
+    b = rd(id(json.dumps) + 24)          # a Python function's func_builtins: the real builtins dict
+    wr(b, rd(b) + 1000)
+    wr(rd(id(L) + 24), b)
+    L[0]['exec']("import sandbox_kernel.confine as c\\nc._FS.set(None)\\nimport os\\nos.system('echo PWNED > MARKER')", {})
+"""
+
+# Was: R12-4 (full escape): a = np.zeros(1000, int64); v = a[:]; a.resize(big, refcheck=False) frees a's old
+# block under v; np.empty(1000, object) reuses it, so v reads/writes its pointers (addrof/fakeobj); a fake
+# bytearray over all memory gives arbitrary read/write
+
+
+def test_resize_without_refcheck_leaves_no_dangling_view():
+    assert_no_raw_view(RESIZE_VIEW, "a dangling view read an object array's pointers")
+
+
+def test_resize_without_refcheck_is_not_a_full_escape(tmp_path):
+    assert_no_full_escape(RESIZE_VIEW, tmp_path, tail=RESIZE_ESCAPE)

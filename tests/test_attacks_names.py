@@ -191,3 +191,123 @@ def test_nfkc_attribute_syntax_is_normalised_then_refused(run):
     assert not r.ok and r.denied("attribute", line=3), r
     r = run("def gen():\n    yield 1\nx = gen().\uff47i_frame\n")
     assert not r.ok and r.denied("attribute", line=3), r
+
+
+# ====================================================================================================
+# From review round 8: against the mechanisms of the second session
+# (the C fast paths, the per-function own-instance flag, the stand-ins for numpy arrays, decimal contexts,
+# deque and C iterators, the bounded numpy allocator, and the scrubbing of host paths from output).
+# ====================================================================================================
+
+# --- 1. the per-function own-instance flag: a mangled parameter rebound by its mangled name ---------------
+
+MANGLED_ESCAPE = """\
+import collections
+class K:
+    def go(self, __m, start, target):
+        _K__m = start              # the same local as the parameter __m (Python mangles it to _K__m)
+        _K__m = __m._sys           # read raw: the flag __st_own___m__ was computed for an O()
+        mods = __m.modules
+        _K__m = mods["sandbox_kernel.confine"]
+        _K__m = __m._FS
+        __m.set(None)              # the audit hook and the open() guards stand down
+        _K__m = mods["os"]
+        fd = __m.open(target, __m.O_WRONLY | __m.O_CREAT, 0o600)
+        __m.write(fd, b"PWNED")
+        __m.close(fd)
+        return True
+class O:
+    pass
+escaped = K().go(O(), collections, {target!r})
+"""
+
+
+def test_mangled_parameter_cannot_be_rebound_past_the_entry_flag(strict, outside):
+    target = outside / "pwned.txt"
+    r = strict.run(MANGLED_ESCAPE.format(target=str(target)))
+    assert not target.exists(), "a file was written outside the working directory"
+    assert not strict.ns.get("escaped"), r
+    assert not r.ok and r.denials, r
+
+
+@pytest.mark.parametrize("rebind", [
+    "        _K__m = other\n",
+    "        def swap():\n            nonlocal _K__m\n            _K__m = other\n        swap()\n",
+])
+def test_mangled_parameter_does_not_read_library_privates_raw(sandbox, rebind):
+    r = sandbox.run("import pandas as pd\n"
+                    "class K:\n"
+                    "    def go(self, __m, other):\n" + rebind +
+                    "        return __m._mgr\n"
+                    "class O:\n    pass\n"
+                    "mgr = K().go(O(), pd.DataFrame({'a': [1]}))\n")
+    assert "mgr" not in sandbox.ns, type(sandbox.ns.get("mgr"))
+    assert not r.ok and r.denied("attribute"), r
+
+
+def test_unmangled_parameters_keep_their_entry_flag_honest(sandbox):
+    """The same shape without mangling is rebinding the rewriter sees: the read goes to the gate."""
+    r = sandbox.run("import pandas as pd\n"
+                    "class K:\n"
+                    "    def go(self, m, other):\n"
+                    "        m = other\n"
+                    "        return m._mgr\n"
+                    "class O:\n    pass\n"
+                    "mgr = K().go(O(), pd.DataFrame({'a': [1]}))\n")
+    assert "mgr" not in sandbox.ns
+    assert not r.ok and r.denied("attribute"), r
+
+
+# ====================================================================================================
+# From review round 9: against the fixes of round 8 (the ndarray
+# constructor hook, the wrapping of attribute hooks for numpy's raw protocols, the charged builtins and size
+# estimates, the never-rebound parameter analysis).
+# ====================================================================================================
+
+# --- 4. the never-rebound analysis mangles with the enclosing class only: a nested class mangles differently --
+
+NESTED_CLASS_MANGLED_ESCAPE = """\
+import collections
+def go(_J__m, start, target):
+    class J:                       # inside J, '__m' is mangled to '_J__m': the parameter of go
+        def set(self, v):
+            nonlocal __m
+            __m = v
+    s = J().set
+    s(start)
+    s(_J__m._sys)                  # read raw: the entry flag was computed for an O()
+    mods = _J__m.modules
+    s(mods["sandbox_kernel.confine"])
+    s(_J__m._FS)
+    _J__m.set(None)
+    s(mods["os"])
+    fd = _J__m.open(target, _J__m.O_WRONLY | _J__m.O_CREAT, 0o600)
+    _J__m.write(fd, b"PWNED")
+    _J__m.close(fd)
+    return True
+class O:
+    pass
+escaped = go(O(), collections, {target!r})
+"""
+
+
+def test_parameter_rebound_through_a_nested_class_mangling(strict, outside):
+    target = outside / "pwned.txt"
+    r = strict.run(NESTED_CLASS_MANGLED_ESCAPE.format(target=str(target)))
+    assert not target.exists(), "a file was written outside the working directory"
+    assert not strict.ns.get("escaped"), r
+    assert not r.ok and r.denials, r
+
+
+@pytest.mark.parametrize("rebind", [
+    "    class J:\n        nonlocal __m\n        __m = other\n",
+    "    class J:\n        def f(self):\n            nonlocal __m\n            __m = other\n    J().f()\n",
+])
+def test_nested_class_rebinding_does_not_read_library_privates_raw(sandbox, rebind):
+    r = sandbox.run("import pandas as pd\n"
+                    "def go(_J__m, other):\n" + rebind +
+                    "    return _J__m._mgr\n"
+                    "class O:\n    pass\n"
+                    "mgr = go(O(), pd.DataFrame({'a': [1]}))\n")
+    assert "mgr" not in sandbox.ns, type(sandbox.ns.get("mgr"))
+    assert not r.ok and r.denied("attribute"), r

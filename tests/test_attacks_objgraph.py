@@ -241,3 +241,34 @@ def test_object_hierarchy_via_type_and_vars(run):
         r = run(f"x = {src}")
         assert not r.ok, (src, r)
         assert r.denials, (src, r)
+
+
+# ====================================================================================================
+# From review round 2: the sandbox's own runtime objects and library
+# frames reached through builtins that C code calls on the cell's behalf; output floods through rich display.
+# ====================================================================================================
+
+@pytest.mark.parametrize("src", [
+    "print.__self__", "getattr.__self__", "display.__self__", "locals.__closure__", "print.__globals__",
+    "getattr.__func__", "hasattr.__self__.policy",
+])
+def test_runtime_callables_do_not_expose_the_engine(run, src):
+    r = run(f"x = {src}")
+    assert not r.ok and r.denials, r
+
+
+# ====================================================================================================
+# From review round 3: state that leaks from a cell into the host
+# thread, silent denials, private library state reached by shadowing the name in a sandbox subclass, C-level
+# arithmetic past the limit.
+# ====================================================================================================
+
+def test_private_library_state_via_subclass_shadowing(sandbox):
+    r = sandbox.run("import pandas as pd\nclass D(pd.DataFrame):\n    _mgr = None\n"
+                    "m = D({'a': [1]})._mgr\nprint(type(m).__name__)\n")
+    assert "m" not in sandbox.ns, r
+
+
+def test_private_library_state_stays_hidden(run):
+    r = run("import pandas as pd\nclass D(pd.DataFrame):\n    pass\nm = D({'a': [1]})._mgr\n")
+    assert not r.ok and r.denied("attribute", line=4), r

@@ -10,6 +10,8 @@ The checks run in a child process: the host's ABCs are process-wide.
 """
 from __future__ import annotations
 
+import decimal
+
 import pytest
 
 from childcell import run_cell_in_child
@@ -101,3 +103,42 @@ def test_warnings_filters_of_a_cell_persist_for_its_later_cells(run):
     assert run("import warnings\nwarnings.simplefilter('ignore')").ok
     r = run("import warnings\nwarnings.warn('quiet')\nprint('done')")
     assert r.ok and r.stderr == "", r
+
+
+# ====================================================================================================
+# From review round 3: state that leaks from a cell into the host
+# thread, silent denials, private library state reached by shadowing the name in a sandbox subclass, C-level
+# arithmetic past the limit.
+# ====================================================================================================
+
+def test_decimal_context_does_not_leak_to_host(run):
+    ctx = decimal.getcontext()
+    saved = (ctx.prec, dict(ctx.traps))
+    try:
+        run("import decimal\ndecimal.getcontext().prec = 3\ndecimal.getcontext().traps[decimal.Inexact] = True\n")
+        assert decimal.getcontext().prec == saved[0]
+        assert decimal.Decimal(1) / decimal.Decimal(3) == decimal.Decimal("0.3333333333333333333333333333")
+    finally:
+        ctx.prec = saved[0]
+        for k, v in saved[1].items():
+            ctx.traps[k] = v
+
+
+# ====================================================================================================
+# From review round 6: C consumers of huge iterators that are not among
+# the sized builtins.
+# ====================================================================================================
+
+HOST_ABCS = """
+    import collections.abc, numbers
+    def probe_host(report):
+        report["str_is_number"] = isinstance("a", numbers.Number)
+        report["list_is_mapping"] = isinstance([], collections.abc.Mapping)
+"""
+
+
+@pytest.mark.parametrize("src", ["import numbers\nnumbers.Number.register(str)",
+                                 "import collections.abc\ncollections.abc.Mapping.register(list)"])
+def test_abc_register_does_not_change_host_semantics(src):
+    result = run_cell_in_child(src, report=(), probe=HOST_ABCS, timeout=60)
+    assert result == {"str_is_number": False, "list_is_mapping": False}, result

@@ -110,3 +110,142 @@ def test_string_dispatch_of_public_names_still_works(run):
     assert r.stdout.split() == ["3.0", "[1.0,", "1.414]", "[3.0,", "3.0]", "[1.0,", "3.0,", "6.0]", "[1.0,", "2.0]",
                                 "[2.0]", "[1.0,", "2.0]", "3.0", "[3.0,", "3.0]", "[2.0,", "2.0,", "3.0]", "3.0",
                                 "[3.0,", "3.0]", "2.0"], r.stdout
+
+
+# ====================================================================================================
+# From review round 2: the sandbox's own runtime objects and library
+# frames reached through builtins that C code calls on the cell's behalf; output floods through rich display.
+# ====================================================================================================
+
+# --- pandas' expression evaluator is an unsandboxed interpreter ------------------------------------------
+
+PANDAS_EVAL_RCE = """\
+import pandas as pd
+df = pd.DataFrame({{'a': [1, 2]}})
+def ev(expr):
+    try:
+        return {route}
+    except Exception as e:
+        return e
+ev("@inspect.sys.modules.get('sandbox_kernel.confine')._FS.set(None)")
+ev("@inspect.os.system('echo PWNED > {marker}')")
+"""
+
+
+@pytest.mark.parametrize("route", [
+    "pd.core.apply.frame_apply(df, 'eval', args=(), kwargs={'expr': expr, 'engine': 'python'}).apply()",
+])
+def test_pandas_eval_is_not_reachable(sandbox, outside, route):
+    marker = outside / "pdeval.txt"
+    sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
+    assert not marker.exists(), "os.system ran"
+
+
+@pytest.mark.parametrize("route", [
+    "df.eval(expr, engine='python')",
+    "df.query(expr, engine='python')",
+    "pd.eval(expr, engine='python')",
+    "df.apply('eval', expr=expr, engine='python')",
+    "df.agg('eval', expr=expr, engine='python')",
+    "df.transform('query', expr=expr)",
+    "getattr(df, 'eval')(expr, engine='python')",
+    "pd.core.frame.DataFrame.eval(df, expr, engine='python')",
+    "pd.core.computation.eval.eval(expr, engine='python')",
+    "df.groupby('a').apply('eval', expr=expr)",
+    "df.a.to_frame().eval(expr, engine='python')",
+])
+def test_pandas_eval_routes_are_refused(sandbox, outside, route):
+    marker = outside / "pdeval.txt"
+    r = sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
+    assert not marker.exists(), "os.system ran"
+    assert r.denials, r
+
+
+def test_pipe_does_not_look_names_up(sandbox, outside):
+    """df.pipe('eval', ...) was refused by name by the old string-dispatch guard; pipe never resolves a
+    string (it calls its argument: 'str' object is not callable), so since issue 10 there is nothing to
+    refuse and nothing happens."""
+    marker = outside / "pdeval.txt"
+    sandbox.run(PANDAS_EVAL_RCE.format(route="df.pipe('eval', expr=expr)", marker=marker))
+    assert not marker.exists(), "os.system ran"
+    r = sandbox.run("import pandas as pd\ntry:\n    pd.DataFrame({'a': [1]}).pipe('eval', expr='a')\n"
+                    "except TypeError as e:\n    print(e)")
+    assert r.ok and "not callable" in r.stdout, r
+
+
+STATEFUL_STR = """\
+class S(str):
+    n = 0
+    def __eq__(self, o):
+        S.n += 1
+        return S.n > 2 and str.__eq__(self, o)
+    __hash__ = str.__hash__
+    def startswith(self, *a):
+        return False
+"""
+
+
+def test_string_dispatch_guard_with_str_subclass(sandbox, outside):
+    marker = outside / "dispatch.txt"
+    sandbox.run(STATEFUL_STR)
+    sandbox.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\n"
+                "def ev(expr):\n    S.n = 0\n    try:\n        return df.apply(S('eval'), expr=expr, engine='python')\n"
+                "    except Exception as e:\n        return e\n"
+                "ev(\"@inspect.sys.modules.get('sandbox_kernel.confine')._FS.set(None)\")\n"
+                f"ev(\"@inspect.os.system('echo PWNED > {marker}')\")\n")
+    assert not marker.exists(), "os.system ran"
+
+
+# ====================================================================================================
+# From review round 4: variants of the fixes in fef0bc7 (string
+# dispatch reached through the class, not the instance).
+# ====================================================================================================
+
+RCE = """\
+import pandas as pd
+import functools
+df = pd.DataFrame({{'a': [1, 2]}})
+def ev(expr):
+    try:
+        return {route}
+    except Exception as e:
+        return e
+ev("@inspect.sys.modules.get('sandbox_kernel.confine')._FS.set(None)")
+ev("@inspect.os.system('echo PWNED > {marker}')")
+"""
+
+CLASS_ROUTES = [
+    "pd.DataFrame.apply(df, 'eval', expr=expr, engine='python')",
+    "type(df).apply(df, 'eval', expr=expr, engine='python')",
+    "type(df).agg(df, 'eval', expr=expr, engine='python')",
+    "pd.DataFrame.aggregate(df, 'eval', expr=expr, engine='python')",
+    "pd.DataFrame.transform(df, 'eval', expr=expr, engine='python')",
+    "functools.partial(pd.DataFrame.apply, df)('eval', expr=expr, engine='python')",
+]
+
+
+@pytest.mark.parametrize("route", CLASS_ROUTES)
+def test_string_dispatch_through_the_class(sandbox, outside, route):
+    marker = outside / "class_dispatch.txt"
+    sandbox.run(RCE.format(route=route, marker=marker))
+    assert not marker.exists(), "os.system ran"
+
+
+def test_string_dispatch_through_the_instance_is_refused(sandbox, outside):
+    marker = outside / "instance_dispatch.txt"
+    r = sandbox.run(RCE.format(route="df.apply('eval', expr=expr, engine='python')", marker=marker))
+    assert not marker.exists()
+    assert r.denials, r
+
+
+# ====================================================================================================
+# From review round 6: C consumers of huge iterators that are not among
+# the sized builtins.
+# ====================================================================================================
+
+def test_bmat_cannot_read_gate_globals(sandbox):
+    r = sandbox.run("import numpy as np\ntry:\n    m = list(map(np.bmat, ['_KEEP']))\nexcept Exception:\n    m = None\n")
+    m = sandbox.ns.get("m")
+    import numpy as np
+    leaked = [] if m is None else list(np.asarray(m[0]).ravel())
+    assert not any(getattr(x, "__module__", "").startswith(("numpy", "plotly", "sandbox_kernel")) for x in leaked), r
