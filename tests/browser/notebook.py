@@ -12,7 +12,6 @@ STOCK = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": 
 CELLS = ".jp-Notebook .jp-Cell"
 OUTPUT = ".jp-OutputArea-output"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-PLOTLY_CHART = ".js-plotly-plot"        # plotly.js's chart, once drawn
 HOVER_LIMIT = 150   # elements hovered per output: payload outputs are small; a cap keeps a flood bounded
 
 
@@ -107,9 +106,6 @@ class Notebook:
         result = self.cell(index).evaluate(
             f"(cell) => {{ const out = cell.querySelector('.jp-Cell-outputArea'); return ({probe})(out); }}")
         return str(result or "")
-
-    def evaluate_cell(self, index: int, script: str):
-        return self.cell(index).evaluate(script)
 
     def screenshot(self, index: int, path: Path) -> None:
         try:

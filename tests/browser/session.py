@@ -17,8 +17,8 @@ CLICK_SETTLE_MS = 500    # after a click, before reading and closing the windows
 
 
 class Session:
-    def __init__(self, playwright, lab, base: Path, name: str, kernelspec: dict, cells: list[tuple[str, str]],
-                 artifacts: Path):
+    def __init__(self, playwright, lab, base: Path, name: str, kernelspec: dict,
+                 cells: list[tuple[str, str]], artifacts: Path):
         """`cells` are (name, source) pairs that follow the helpers cell; attacks are named by id."""
         self.playwright = playwright
         self.lab = lab
@@ -47,9 +47,9 @@ class Session:
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.sink.start()
         write_notebook(self.lab.root / f"{self.name}.ipynb", [source for _, source in self.cells], self.kernelspec)
-        self.browser = chromium.Chromium(self.playwright, str(self.base / "profile"), self.sink.port, str(self.base / "home")).start()
-        self.notebook = Notebook(self.browser.page, self.lab.notebook_url(self.name),
-                                 self.kernelspec)
+        self.browser = chromium.Chromium(self.playwright, str(self.base / "profile"), self.sink.port,
+                                         str(self.base / "home")).start()
+        self.notebook = Notebook(self.browser.page, self.lab.notebook_url(self.name), self.kernelspec)
         self.notebook.open()
         self.timings["open"] = time.monotonic() - started
         attacks = {attack.id: attack for attack in self.attacks}
