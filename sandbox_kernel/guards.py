@@ -904,8 +904,9 @@ def _refuse_raw_protocols_on_library_classes() -> None:
 
 
 # -- lookups by string inside granted libraries: the string-dispatch sink ----------------------------------
-# pandas' apply/agg/transform (Series, DataFrame, GroupBy, Resampler, windows, pivot_table's aggfunc) and a
-# few scipy functions (kstest's cdf name, probplot's dist, root_scalar's method, load_npz's format) turn a
+# pandas' apply/agg/transform (Series, DataFrame, GroupBy, Resampler, windows, pivot_table's aggfunc), a
+# few scipy functions (kstest's cdf name, probplot's dist, root_scalar's method, load_npz's format) and
+# plotly express's trendline_options={'function': name} and tools.get_graph_obj turn a
 # string their caller chose into getattr/hasattr/setattr inside the library. In these modules (found by
 # reading every getattr(x, <computed name>) of the granted libraries: docs/security.md, "Inventory of
 # sinks") the three builtins are replaced by versions that, while a cell runs, resolve a name that is not
@@ -918,6 +919,7 @@ STRING_LOOKUP_MODULES = {
     "scipy.stats._stats_py": (), "scipy.stats._hypotests": (), "scipy.stats._morestats": (),
     "scipy.stats._sampling": (), "scipy.stats._fit": (), "scipy.sparse._matrix_io": (),
     "scipy.optimize._root_scalar": (),
+    "plotly.express.trendline_functions": (), "plotly.tools": (),
 }
 _BUILTIN_GETATTR, _BUILTIN_HASATTR, _BUILTIN_SETATTR = getattr, hasattr, setattr
 
