@@ -40,6 +40,9 @@ MAX_CONTAINERS = 2_000_000
 LISTS_PER_BYTE, DICTS_PER_BYTE, CONTAINERS_FREE = 1 / 8, 1 / 24, 4096
 # Bytes of a frame's body the host may look at before deciding to discard the frame unread.
 PEEK_BYTES = 64
+# Frames up to this size are decoded without asking whether to discard them (unless asked to): they
+# cannot hold too many containers (CONTAINERS_FREE) and cost microseconds.
+SMALL_FRAME = 4096
 # A worker whose own code (not a cell's) runs out of memory exits with this status.
 EXIT_OUT_OF_MEMORY = 86
 
@@ -79,19 +82,19 @@ def encode(message: dict) -> bytes:
 def decode(body) -> dict:
     """A frame's body (bytes or bytearray) as a dict, at a bounded cost: the container census runs on
     the raw bytes before anything is parsed."""
-    too_many = _containers(body)
-    if too_many:
-        raise FrameTooCostly(too_many)
+    brackets = body.count(b"[") + body.count(b"{")
+    if brackets > CONTAINERS_FREE:
+        too_many = _containers(body)
+        if too_many:
+            raise FrameTooCostly(too_many)
     try:
-        text = body.decode("utf-8")
         # The C decoder guards its own recursion (RecursionError), so parsing is safe at any depth.
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
         raise ChannelError(f"malformed frame: {type(exc).__name__}") from None
-    del text
     if not isinstance(value, dict):
         raise ChannelError("a frame must hold a JSON object")
-    if (body.count(b"[") + body.count(b"{")) > MAX_DEPTH and _too_deep(value):
+    if brackets > MAX_DEPTH and _too_deep(value):
         raise ChannelError(f"frame nested deeper than {MAX_DEPTH} levels")
     return value
 
@@ -153,6 +156,9 @@ class Channel:
         self._skip_left = 0            # bytes of a discarded frame still to read and throw away
         self.received = 0  # payload bytes of every frame received so far (read or discarded)
         self.discarded = 0  # frames discarded unread
+        self.last_length = 0  # payload bytes of the last frame returned or discarded
+        self._poller = select.poll()  # cheaper than select() per wait, and no fd-number limit
+        self._poller.register(sock.fileno(), select.POLLIN)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -183,8 +189,7 @@ class Channel:
         if self._buf or self._body is not None or self._skip_left:
             return "data"
         try:
-            ready, _, _ = select.select([self.sock], [], [], 0)
-            if not ready:
+            if not self._poller.poll(0):
                 return None
             return "data" if self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) else "closed"
         except BlockingIOError:
@@ -195,10 +200,7 @@ class Channel:
     def _wait(self, deadline: float | None) -> None:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChannelTimeout("no message before the deadline")
-            ready, _, _ = select.select([self.sock], [], [], left)
-            if not ready:
+            if left <= 0 or not self._poller.poll(math.ceil(left * 1000)):
                 raise ChannelTimeout("no message before the deadline")
 
     def _fill(self, need: int, deadline: float | None) -> None:
@@ -244,13 +246,15 @@ class Channel:
                 while self._got < len(body):
                     self._got += self._recv_into(view[self._got:], deadline)
 
-    def recv(self, *, deadline: float | None = None, max_bytes: int | None = None, skip=None) -> dict | None:
+    def recv(self, *, deadline: float | None = None, max_bytes: int | None = None, skip=None,
+             skip_small: bool = False) -> dict | None:
         """The next frame as a dict. ``deadline`` is a time.monotonic() value; None waits forever.
 
         ``max_bytes`` lowers the size limit for this frame. ``skip(length, head)``, given the frame's
         length and its first PEEK_BYTES bytes, may decide to discard the frame unread: it is then read
-        in bounded chunks and thrown away, and recv returns None. A timeout leaves the channel in step:
-        the next call resumes the same frame."""
+        in bounded chunks and thrown away, and recv returns None. It is asked about frames larger than
+        SMALL_FRAME bytes (cheap to decode: the fast path of a trivial cell), and about every frame
+        with ``skip_small``. A timeout leaves the channel in step: the next call resumes the same frame."""
         if self._skip_left:
             self._discard(deadline)
         if self._body is None:
@@ -259,7 +263,8 @@ class Channel:
             limit = self.max_recv if max_bytes is None else min(max_bytes, self.max_recv)
             if length > limit:
                 raise ChannelError(f"frame of {length} bytes exceeds the limit of {limit}")
-            if skip is not None:
+            self.last_length = length
+            if skip is not None and (skip_small or length > SMALL_FRAME):
                 peek = min(length, PEEK_BYTES)
                 self._fill(HEADER.size + peek, deadline)
                 if skip(length, bytes(self._buf[HEADER.size:HEADER.size + peek])):
@@ -269,13 +274,18 @@ class Channel:
                     self._skip_left = length
                     self._discard(deadline)
                     return None
-            del self._buf[:HEADER.size]
+            end = HEADER.size + length
             self.received += length
-            body = bytearray(length)
-            take = min(len(self._buf), length)
+            if len(self._buf) >= end:  # all of it already buffered (small frames)
+                body = self._buf[HEADER.size:end]
+                del self._buf[:end]
+                return decode(body)
+            del self._buf[:HEADER.size]
+            body = bytearray(length)  # read straight into its final place: no growing, no copy
+            take = len(self._buf)
             with memoryview(self._buf) as buffered:
-                body[:take] = buffered[:take]
-            del self._buf[:take]
+                body[:take] = buffered
+            self._buf.clear()
             self._body, self._got = body, take
         self._fill_body(deadline)
         body, self._body = self._body, None

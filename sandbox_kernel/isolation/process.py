@@ -565,7 +565,7 @@ class WorkerBackend:
             if self._cancel_at is not None:
                 wait = min(wait, self._cancel_at + self.cancel_grace)
             try:
-                raw = w.channel.recv(deadline=wait, skip=relayed.skip)
+                raw = w.channel.recv(deadline=wait, skip=relayed.skip, skip_small=relayed.saturated)
             except ChannelTimeout:
                 rss = w.rss_mb()
                 if rss:
@@ -610,8 +610,8 @@ class WorkerBackend:
                 if note is not None:
                     deliver(note)
                 return done, emit_error
-            relayed.keep(event)
-            deliver(event)
+            if relayed.keep(event, w.channel.last_length):
+                deliver(event)
 
     def _death(self, w: WorkerProcess, peak_rss: float, *, idle: bool = False) -> tuple[str, str]:
         """(reason, sentence) for a worker that ended by itself. Every way a memory death shows up says
@@ -902,6 +902,10 @@ class _Relayed:
     past the text cap, displays past twice the display cap) are discarded unread, recognised by the
     prefix every frame of this request starts with."""
 
+    __slots__ = ("rid", "text_cap", "display_cap", "text_budget", "display_budget", "done_limit", "_prefixes",
+                 "saturated", "frames", "kind", "length", "text_seen", "display_seen", "dropped_frames",
+                 "dropped_bytes", "stdout", "stdout_kept", "stdout_cut", "charts", "chart_bytes")
+
     def __init__(self, rid: int, text_cap: int, display_cap: int):
         self.rid = rid
         self.text_cap, self.display_cap = text_cap, display_cap
@@ -909,23 +913,23 @@ class _Relayed:
         self.display_budget = 2 * display_cap + text_cap       # bytes of display/result frames decoded
         # The closing summary: the cell's text, a traceback and denials; charts travel as references.
         self.done_limit = MAX_BYTES_PER_CHAR * self.text_budget + display_cap + 8 * 2 ** 20
-        self._prefixes = tuple((frame_prefix(kind, rid), kind) for kind in ("stream", "display", "result", "done"))
+        self._prefixes: tuple | None = None
+        self.saturated = False     # a budget is spent: every frame is asked about before decoding
         self.frames = 0            # frames of the cell so far: event n of the worker is frame n
         self.kind: str | None = None   # kind and size of the frame being read, from its prefix
         self.length = 0
-        self.text_seen = 0
-        self.display_seen = 0
-        self.dropped_frames = 0
-        self.dropped_bytes = 0
+        self.text_seen = self.display_seen = 0
+        self.dropped_frames = self.dropped_bytes = 0
         self.stdout: list[str] = []
         self.stdout_kept = 0
         self.stdout_cut = False
         self.charts: dict[int, object] = {}
         self.chart_bytes = 0
-        self.charts_cut = False
 
     def skip(self, length: int, head: bytes) -> bool:
         """Channel.recv's hook: True discards the frame unread."""
+        if self._prefixes is None:
+            self._prefixes = tuple((frame_prefix(k, self.rid), k) for k in ("stream", "display", "result", "done"))
         self.kind, self.length = None, length
         for prefix, kind in self._prefixes:
             if head.startswith(prefix):
@@ -933,15 +937,19 @@ class _Relayed:
                 break
         if self.kind == "done" and length > self.done_limit:
             raise ChannelError(f"a done summary of {length} bytes (the limit is {self.done_limit})")
-        if self.kind == "stream":
-            drop = self.text_seen >= self.text_budget or length > MAX_BYTES_PER_CHAR * self.text_budget + 1024
-        elif self.kind in ("display", "result"):
-            drop = self.display_seen >= self.display_budget or length > self.display_budget + 1024
+        if self.kind in ("stream", "display", "result"):
+            drop = not self._room(self.kind, length)
         else:
             return False
         if drop:
             self._dropped(length)
         return drop
+
+    def _room(self, kind: str, length: int) -> bool:
+        """Could the kernel still publish some of a frame of this kind and size?"""
+        if kind == "stream":
+            return self.text_seen < self.text_budget and length <= MAX_BYTES_PER_CHAR * self.text_budget + 1024
+        return self.display_seen < self.display_budget and length <= self.display_budget + 1024
 
     def drop_costly(self) -> bool:
         """A frame too costly to decode was read in full: drop it if it is the cell's own output."""
@@ -955,11 +963,16 @@ class _Relayed:
         self.dropped_frames += 1
         self.dropped_bytes += length
 
-    def keep(self, event: dict) -> None:
-        """Account for a relayed event and keep what done may refer to, within the caps."""
+    def keep(self, event: dict, length: int) -> bool:
+        """Account for a decoded event and keep what done may refer to, within the caps. False when the
+        event is past the caps (a small frame, decoded before the budget was known to be spent)."""
+        kind = event["type"]
+        if kind in ("stream", "display", "result") and not self._room(kind, length):
+            self.saturated = True
+            self._dropped(length)
+            return False
         index = self.frames
         self.frames += 1
-        kind = event["type"]
         if kind == "stream":
             text = event["text"]
             self.text_seen += len(text)
@@ -970,15 +983,16 @@ class _Relayed:
                     self.stdout_kept += min(len(text), room)
                 if len(text) > room:
                     self.stdout_cut = True
+            self.saturated |= self.text_seen >= self.text_budget
         elif kind in ("display", "result"):
-            self.display_seen += self.length
+            self.display_seen += length
             chart = event["data"].get(PLOTLY_MIME)
             if chart is not None:
-                if self.chart_bytes + self.length <= self.display_cap:
+                if self.chart_bytes + length <= self.display_cap:  # past it, a reference resolves to nothing
                     self.charts[index] = chart
-                    self.chart_bytes += self.length
-                else:
-                    self.charts_cut = True
+                    self.chart_bytes += length
+            self.saturated |= self.display_seen >= self.display_budget
+        return True
 
     def finish(self, done: dict) -> tuple[dict, dict | None]:
         """done with its references put back from what the host kept, and a note for the output

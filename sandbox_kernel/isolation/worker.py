@@ -85,7 +85,10 @@ class Worker:
         by that prefix alone); anything too large to send is replaced by a note saying so."""
         kind = message.get("type")
         if kind in REQUEST_TYPES:
-            message = {"type": kind, "id": self._rid, **{k: v for k, v in message.items() if k not in ("type", "id")}}
+            tagged = {"type": kind, "id": self._rid}
+            tagged.update(message)  # keeps type and id first (the engine's own events carry no id)
+            tagged["id"] = self._rid
+            message = tagged
         try:
             data = self._encode(message)
         except MemoryError:
