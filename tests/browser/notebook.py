@@ -72,21 +72,19 @@ class Notebook:
             return f"chart not drawn within {timeout_ms // 1000} s"
 
     def hover(self, index: int) -> int:
-        """Moves the mouse over each element of the cell's outputs (outside Plotly charts)."""
-        hovered = 0
-        for element in self.cell(index).locator(f"{OUTPUT} *").element_handles()[:HOVER_LIMIT]:
-            try:
-                if not element.is_visible() or element.evaluate("e => !!e.closest('.js-plotly-plot')"):
-                    continue
-                element.scroll_into_view_if_needed(timeout=2_000)
-                box = element.bounding_box()
-            except Exception:  # noqa: BLE001 - detached or hidden elements cannot be hovered
-                continue
-            if box and box["width"] > 0 and box["height"] > 0:
-                self.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-                hovered += 1
+        """Moves the mouse over each visible element of the cell's outputs (outside Plotly charts)."""
+        output = self.cell(index).locator(".jp-Cell-outputArea")
+        output.scroll_into_view_if_needed(timeout=5_000)
+        centres = output.evaluate(
+            """(out, [selector, limit]) => [...out.querySelectorAll(selector)].slice(0, limit)
+                .filter(e => !e.closest('.js-plotly-plot'))
+                .map(e => { e.scrollIntoView({block: 'nearest'}); const r = e.getBoundingClientRect();
+                            return r.width > 0 && r.height > 0 ? [r.x + r.width / 2, r.y + r.height / 2] : null; })
+                .filter(Boolean)""", [f"{OUTPUT} *", HOVER_LIMIT])
+        for x, y in centres:
+            self.page.mouse.move(x, y)
         self.page.mouse.move(0, 0)
-        return hovered
+        return len(centres)
 
     def click(self, index: int, selector: str) -> int:
         clicked = 0
@@ -98,8 +96,11 @@ class Notebook:
                 continue
         return clicked
 
-    def output_text(self, index: int) -> str:
-        return self.cell(index).locator(".jp-Cell-outputArea").inner_text(timeout=10_000)
+    def output_texts(self) -> list[str]:
+        """The rendered text of every cell's outputs, in cell order."""
+        return self.page.evaluate(
+            "sel => [...document.querySelectorAll(sel)].map(c => "
+            "(c.querySelector('.jp-Cell-outputArea') || {innerText: ''}).innerText)", CELLS)
 
     def probe(self, index: int, probe: str) -> str:
         """Runs `out => ...` over the cell's output area; returns what it found ('' when nothing)."""

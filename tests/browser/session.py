@@ -83,8 +83,9 @@ class Session:
         return ", ".join(done)
 
     def _collect(self) -> None:
+        texts = self.notebook.output_texts()
         for name, index in self.index.items():
-            self.outputs[name] = self.notebook.output_text(index)
+            self.outputs[name] = texts[index] if index < len(texts) else ""
         for attack in self.attacks:
             if attack.probe:
                 self.probes[attack.id] = self.notebook.probe(self.index[attack.id], attack.probe)
