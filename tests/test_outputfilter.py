@@ -83,9 +83,11 @@ def test_pandas_tables_stay_tables():
 
 
 def test_math_in_html_is_never_typeset():
-    """MathJax typesets $...$ in HTML outputs, and JupyterLab loads TeX's `html` package: `\\href` takes
-    a javascript: URL, `\\style` a url(), `\\class` a page class. Each $ and \\ is split into an element
-    of its own, so no pair of delimiters lies in one run of text."""
+    """MathJax typesets $...$ in HTML outputs, and JupyterLab loads TeX's `html` package (`\\href`,
+    `\\style`, `\\class`). JupyterLab 4.6 typesets those without applying them (the browser test's
+    control run shows it), but nothing from a cell should depend on a front end's TeX settings: each $
+    and \\ is split into an element of its own, so no pair of delimiters lies in one run of text and
+    nothing is typeset at all."""
     payloads = ["$\\href{javascript:alert(1)}{x}$", "$$\\style{background:url(//evil.example/x)}{x}$$",
                 "\\(\\class{jp-Dialog}{x}\\)", "\\[x\\]", "\\begin{align}x\\end{align}"]
     for text in payloads:
