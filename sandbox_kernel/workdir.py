@@ -21,8 +21,12 @@ Three kinds of protected place:
 from __future__ import annotations
 
 import os
+import shutil
 import site
+import stat
 import sys
+import tempfile
+import time
 
 SECRET, HOME, CODE = "secret", "home", "code"
 
@@ -169,6 +173,44 @@ def writable_dir(workdir: str, scratch: str | None, *, files: bool, places=()) -
     if scratch and os.path.isdir(scratch) and grant_refusal(scratch, write=True, places=protected) is None:
         return _real(scratch), why
     return None, why
+
+
+SCRATCH_PREFIX = "sandbox-worker-"
+_swept = False
+
+
+def make_scratch() -> str:
+    """A private, empty directory (0700) for a worker that may not write its working directory. Named
+    after this process: a host killed before its exit handlers ran leaves its directories behind, and
+    the next host removes them."""
+    global _swept
+    if not _swept:
+        _swept = True
+        _sweep_scratch()
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+
+
+def _sweep_scratch(min_age: float = 600.0) -> None:
+    """Remove scratch directories of this user whose host process is gone and that were not touched
+    for ``min_age`` seconds (a pid seen from another pid namespace may look gone)."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(SCRATCH_PREFIX):].split("-", 1)[0] if entry.name.startswith(SCRATCH_PREFIX) else ""
+        if not pid.isdigit():
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < min_age:
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def workdir_hazards(workdir: str, extra: dict[str, str] | None = None) -> list[str]:

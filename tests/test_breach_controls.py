@@ -163,3 +163,27 @@ def test_without_landlock_the_kernel_level_fails_closed_unless_degraded(tmp_path
         assert not (tmp_path / "ran").exists()
     finally:
         b.shutdown()
+
+
+def test_scratch_directories_of_killed_hosts_are_removed_by_the_next(tmp_path, monkeypatch):
+    """A host killed before its exit handlers ran (Jupyter kills kernels) leaves its workers' private
+    directories: the next host removes those whose process is gone, and nothing else."""
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(wd.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(wd, "_swept", False)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    old = time.time() - 3600
+    stale, recent, alive, other = (tmp_path / f"sandbox-worker-{dead}-a", tmp_path / f"sandbox-worker-{dead}-b",
+                                   tmp_path / f"sandbox-worker-{os.getpid()}-c", tmp_path / "sandbox-worker-x")
+    for d in (stale, recent, alive, other):
+        d.mkdir()
+        (d / "f").write_text("x")
+    for d in (stale, alive, other):
+        os.utime(d, (old, old))
+    fresh = wd.make_scratch()
+    assert os.path.basename(fresh).startswith(f"sandbox-worker-{os.getpid()}-")
+    assert not stale.exists() and recent.exists() and alive.exists() and other.exists()
+    assert (os.stat(fresh).st_mode & 0o777) == 0o700 and os.listdir(fresh) == []

@@ -28,13 +28,12 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 
 from ..policy import Limits, Policy
-from ..workdir import grant_refusal, protected_places
+from ..workdir import grant_refusal, make_scratch, protected_places
 from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed,
                       ChannelError, ChannelTimeout, FrameTooCostly, frame_prefix, validate_event)
 
@@ -100,13 +99,13 @@ class WorkerProcess:
                  max_event_bytes: int = MAX_EVENT_BYTES):
         self.init = init
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        # A private, empty directory for a worker that may not write its working directory (files off,
-        # or a directory that holds places the host trusts): its cwd, HOME and TMPDIR; removed with it.
-        self.scratch = tempfile.mkdtemp(prefix="sandbox-worker-")
-        weakref.finalize(self, shutil.rmtree, self.scratch, ignore_errors=True)
-        init["scratch"] = self.scratch
+        self.scratch = None
         if not init.get("workdir_files", True):
-            workdir = self.scratch
+            # Files off, or a directory that holds places the host trusts: a private, empty directory is
+            # the worker's cwd, HOME, TMPDIR and only writable path instead; removed with it.
+            self.scratch = workdir = make_scratch()
+            weakref.finalize(self, shutil.rmtree, self.scratch, ignore_errors=True)
+            init["scratch"] = self.scratch
         env = {k: v for k, v in os.environ.items() if k in ENV_PASS or k.startswith("LC_")}
         env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1",
                     "MPLCONFIGDIR": workdir})
