@@ -303,6 +303,26 @@ def test_a_worker_flooding_far_past_the_caps_is_stopped(tmp_path):
         b.shutdown()
 
 
+def test_displays_past_the_kernels_cap_are_withheld_in_the_worker(tmp_path):
+    """The real engine relays seed 002's result["chart"] list as it is: 12 charts of ~0.9 MB under a 2 MB
+    display cap. The worker sends what the kernel could publish and a note in place of each other chart;
+    nothing is discarded as a flood, the worker and its variables live on."""
+    b = make_backend("process", PRESETS["data-science"], str(tmp_path), spare=False, max_display_bytes=2_000_000)
+    try:
+        worker = b._active
+        r = Run(b, "xs = [i / 7 for i in range(25000)]\n"
+                   "result = {'chart': [{'data': [{'type': 'scatter', 'x': xs, 'y': xs}]} for _ in range(12)]}\n"
+                   "kept = 'yes'")
+        shown = [e for e in r.events if e["type"] == "display" and "application/vnd.plotly.v1+json" in e["data"]]
+        notes = [e for e in r.events if e["type"] == "display" and "not shown" in e["data"].get("text/plain", "")]
+        assert r.ok and 1 <= len(shown) <= 2 and len(shown) + len(notes) == 12, r.done.get("error")
+        assert len(r.done["charts"]) == len(shown) and r.done["truncated"] is True
+        assert worker.channel.discarded == 0 and worker.channel.received < 3_000_000
+        assert Run(b, "kept").text() == "'yes'" and b._active is worker
+    finally:
+        b.shutdown()
+
+
 def test_stdout_and_chart_references_resolve_to_data_the_host_kept(tmp_path):
     """done.output as {"$stdout": true} is the stdout the host relayed; with the real engine a chart
     shown in the cell travels once (as a reference) and comes back in done.charts."""

@@ -447,8 +447,9 @@ class WorkerBackend:
 
     def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
         """Run one cell in the worker, relaying its events to ``emit`` as they arrive. ``display_bytes``
-        is the kernel's cap on the cell's rich display data (default: the backend's max_display_bytes);
-        with the cell's ``output_bytes`` it bounds what the host decodes and keeps of the cell's output."""
+        is the kernel's cap on the cell's rich display data (default: the backend's max_display_bytes,
+        within the cell's output_bytes, as the kernel's output filter counts); with the cell's
+        ``output_bytes`` it bounds what the worker sends and the host decodes and keeps."""
         with self._lock:
             started = time.monotonic()
             eff_policy = policy or self.policy
@@ -464,10 +465,14 @@ class WorkerBackend:
                     done["worker"]["earlier"] = losses
                 return done
             rid = self._new_id()
-            text_cap = eff_limits.output_bytes if eff_limits.output_bytes else DEFAULT_DISPLAY_BYTES
-            relayed = _Relayed(rid, int(text_cap), int(display_bytes or self.max_display_bytes))
+            # The kernel publishes at most output_bytes of text and min(output_bytes, its display cap)
+            # of displays per cell (outputfilter.OutputFilter.cell): no need to hold or decode more.
+            text_cap = int(eff_limits.output_bytes) if eff_limits.output_bytes else DEFAULT_DISPLAY_BYTES
+            display_cap = int(display_bytes) if display_bytes else min(self.max_display_bytes, text_cap)
+            relayed = _Relayed(rid, text_cap, display_cap)
             req = {"op": "run_cell", "id": rid, "source": source, "limits": _limits_dict(limits),
                    "execution_count": execution_count, "max_done_bytes": relayed.done_limit,
+                   "display_bytes": relayed.display_cap,
                    **self._policy_field(w, policy)}
             self._cancel_at = None
             self._running = w

@@ -73,6 +73,9 @@ class Worker:
         self._cell_events = 0
         self._sent_charts: list = []  # (event number, Plotly data) of this cell's events
         self._sent_stdout: list = []
+        self._display_cap: int | None = None  # the kernel's cap on a cell's displays (the request says)
+        self._display_sent = 0
+        self._withheld: list = []  # charts not sent: past the display cap
         self._last_cell_policy = None
         self._policy_cache: tuple[str, object] | None = None
         self._rid = 0  # the id of the request being served, echoed in everything sent for it
@@ -81,8 +84,11 @@ class Worker:
     # -- sending -------------------------------------------------------------------------------
 
     def send(self, message: dict) -> None:
-        """One frame. Messages of a request start with its type and id (the host may classify a frame
-        by that prefix alone); anything too large to send is replaced by a note saying so."""
+        self.channel.send_body(self._frame(message))
+
+    def _frame(self, message: dict) -> bytes:
+        """One frame's body. Messages of a request start with its type and id (the host may classify a
+        frame by that prefix alone); anything too large to send is replaced by a note saying so."""
         kind = message.get("type")
         if kind in REQUEST_TYPES:
             tagged = {"type": kind, "id": self._rid}
@@ -113,7 +119,7 @@ class Worker:
             else:
                 small = {"type": "stream", "id": self._rid, "name": "stderr", "text": note + "\n"}
             data = self._encode(small)
-        self.channel.send_body(data)
+        return data
 
     @staticmethod
     def _encode(message: dict) -> bytes:
@@ -254,11 +260,27 @@ class Worker:
         elif kind == "stream" and event.get("name") == "stdout" and type(event.get("text")) is str:
             self._sent_stdout.append(event["text"])
         elif kind in ("display", "result") and isinstance(event.get("data"), dict):
-            chart = event["data"].get(PLOTLY_MIME)
-            if chart is not None:
-                self._sent_charts.append((self._cell_events, chart))
+            self._cell_events += 1
+            self.channel.send_body(self._display_frame(kind, event))
+            return
         self._cell_events += 1
         self.send(event)
+
+    def _display_frame(self, kind: str, event: dict) -> bytes:
+        """A display or result, or, past the kernel's display cap for the cell, a note in its place: the
+        kernel could not publish it, and sending it would only look like a flood."""
+        chart = event["data"].get(PLOTLY_MIME)
+        data = self._frame(event)
+        if self._display_cap is not None and self._display_sent + len(data) > self._display_cap:
+            if chart is not None:
+                self._withheld.append(chart)
+            note = (f"[display of {len(data) / 1e6:.1f} MB not shown: over the cell's display limit of "
+                    f"{self._display_cap / 1e6:.1f} MB]")
+            return self._frame({"type": kind, "data": {"text/plain": note}, "metadata": {}})
+        self._display_sent += len(data)
+        if chart is not None:
+            self._sent_charts.append((self._cell_events - 1, chart))
+        return data
 
     def _chart_refs(self, done: dict) -> None:
         """What this cell's events already carried travels once: ``done.output`` equal to the stdout
@@ -280,7 +302,10 @@ class Worker:
                     start = j + 1
                     break
             else:
-                refs.append(chart)
+                if any(held == chart for held in self._withheld):
+                    done["truncated"] = True  # not displayed (over the cap): not in the summary either
+                else:
+                    refs.append(chart)
         done["charts"] = refs
 
     def run_cell(self, req: dict) -> None:
@@ -299,6 +324,10 @@ class Worker:
             rlimits.set_cell_cpu_budget(None)
         budget = req.get("max_done_bytes")
         self._done_budget = min(budget, _EVENT_BUDGET) if type(budget) is int and budget > 0 else _EVENT_BUDGET
+        cap = req.get("display_bytes")
+        self._display_cap = cap if type(cap) is int and cap >= 0 else None
+        self._display_sent = 0
+        self._withheld = []
         self.running = True
         self._cell_events = 0
         self._sent_charts = []
@@ -328,6 +357,7 @@ class Worker:
         self.send(done)
         self._sent_charts = []
         self._sent_stdout = []
+        self._withheld = []
 
 
 def _json_size(value) -> int:
