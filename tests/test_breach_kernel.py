@@ -283,7 +283,8 @@ def test_scheduling_of_other_processes_cannot_change(rogue, victim):
              f"os.sched_setscheduler({v}, os.SCHED_BATCH, os.sched_param(0))",
              f"os.sched_setparam({v}, os.sched_param(0))",
              # struct sched_attr {size, policy=SCHED_IDLE(5), flags, nice, ...}
-             f"sc('sched_setattr', {v}, ctypes.create_string_buffer(struct.pack('IIQiIQQQ', 48, 5, 0, 0, 0, 0, 0, 0), 48), 0)",
+             f"attr = struct.pack('IIQiIQQQ', 48, 5, 0, 0, 0, 0, 0, 0)\n"
+             f"sc('sched_setattr', {v}, ctypes.create_string_buffer(attr, 48), 0)",
              f"sc('ioprio_set', 1, {v}, (3 << 13))",    # IOPRIO_WHO_PROCESS, class IDLE
              f"sc('ioprio_set', 2, {v}, (3 << 13))",    # IOPRIO_WHO_PGRP
              f"resource.prlimit({v}, resource.RLIMIT_NOFILE, (3, 3))",
