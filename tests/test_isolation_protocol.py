@@ -218,6 +218,44 @@ def test_a_worker_lost_outside_a_cell_is_reported_with_the_next_cell(tmp_path, r
         b.shutdown()
 
 
+def test_a_worker_stopped_after_an_error_in_the_kernel_is_reported_with_the_next_cell(tmp_path):
+    """The kernel's own callback fails hard in the middle of a cell: the worker (out of step now) is
+    stopped, and the next cell says its variables are gone instead of silently starting afresh."""
+    b = rogue_backend(tmp_path)
+    try:
+        assert Run(b, "state = 1").ok
+
+        def broken(event):
+            raise SystemExit("kernel going down")
+
+        with pytest.raises(SystemExit):
+            b.run_cell("print('x')\nimport time\ntime.sleep(0.2)", emit=broken)
+        r = Run(b, "'state' in globals()")
+        assert r.text() == "False" and r.done["worker"]["reason"] == "host"
+        assert "variables were lost" in notice(r)
+    finally:
+        b.shutdown()
+
+
+def test_a_worker_that_died_before_a_reset_is_still_reported(tmp_path):
+    """A reset discards the namespace on purpose, but a worker that had died by itself (or spoken out of
+    turn) before it is still told: the operator's log and the agent learn what happened."""
+    import signal
+
+    b = rogue_backend(tmp_path)
+    try:
+        assert Run(b, "state = 1").ok
+        os.kill(pid(b), signal.SIGKILL)
+        b._active.wait_exit(5)
+        b.reset()
+        r = Run(b, "'state' in globals()")
+        assert r.text() == "False"
+        assert r.done["worker"]["when"] == "before a reset" and "SIGKILL" in r.done["worker"]["message"]
+        assert Run(b, "1").done.get("worker") is None
+    finally:
+        b.shutdown()
+
+
 # -- item 4: memory deaths say "out of memory" ------------------------------------------------------------
 
 def test_memoryerror_escaping_the_workers_own_code_says_out_of_memory(tmp_path):

@@ -486,9 +486,8 @@ class WorkerBackend:
                 return self._lost(w, lost, emit, eff_policy, execution_count, started, losses)
             except BaseException:
                 # A bug on this side of the channel: the worker's stream is no longer in step with
-                # the requests, so it cannot be reused.
-                w.kill("host error")
-                self._active = None
+                # the requests, so it cannot be reused (and the next cell says so).
+                self._stop_after_host_error(w, "while it ran a cell")
                 raise
             finally:
                 self._running = None
@@ -506,6 +505,11 @@ class WorkerBackend:
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id
+
+    def _stop_after_host_error(self, w: WorkerProcess, when: str) -> None:
+        w.kill("host error")
+        self._record_loss(w, "host", "the sandbox worker was stopped after an error in the kernel", when=when)
+        self._active = None
 
     def _policy_dict(self, policy: Policy | None):
         """policy.to_dict(), cached: it costs more than a whole round trip, and the kernel passes the
@@ -722,6 +726,9 @@ class WorkerBackend:
                 w.kill(lost.reason)
                 self._replace_after_loss()
                 return None, lost.message
+            except BaseException:
+                self._stop_after_host_error(w, when)  # its answer would arrive out of turn
+                raise
 
     def evaluate(self, expression, *, policy=None, display_bytes=None):
         eff = policy or self.policy
