@@ -114,7 +114,7 @@ class Engine:
         elif isinstance(error, MemoryError) and not isinstance(error, SandboxViolation) and self.budget.numpy_refused:
             refused = genuine(MemoryLimitExceeded(
                 f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): numpy was refused "
-                f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name)
+                f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name))
             error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
         if isinstance(error, KeyboardInterrupt):
             error = _as_cancel(error, policy)
