@@ -217,6 +217,12 @@ class SandboxKernel(IPythonKernel):
             options = dict(self.isolation_options)
             if self.current_isolation != "none":
                 options.setdefault("degraded", self.isolation_degraded)
+                # Places the worker gets no right on, beyond the ones it finds itself (home, SSH,
+                # Jupyter's directories, the connection file): what this kernel's configuration names.
+                extra = [p for p in (self.policies_dir, self.audit_log) if p]
+                options["protect"] = list(options.get("protect") or []) + extra
+                if self.files_off_reason:
+                    options.setdefault("workdir_files", False)
             self._backend = make_backend(self.current_isolation, self.current_policy, workdir=self.workdir,
                                          **options)
         return self._backend
