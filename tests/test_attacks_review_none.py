@@ -135,6 +135,36 @@ def test_dataclass_source_cannot_be_injected_through_annotations(run, outside):
     assert not marker.exists(), "code injected into dataclass' generated source ran a process"
 
 
+# --- Finding 4: scipy exec()s a distribution's _parse_arg_template, which a cell subclass supplies ----------
+# rv_generic._attach_argparser_methods runs exec(self._parse_arg_template, ns) when a distribution is made.
+# A cell subclass of rv_continuous sets the template as a class attribute and makes _construct_argparser
+# (which would have overwritten it from the validated `shapes`) a no-op: the string runs ungated with real
+# builtins, in scipy's frame, and the fresh-Context trick of finding 1 runs a process.
+
+SCIPY_TEMPLATE_INJECTION = """\
+from scipy import stats
+EVIL = ("import contextvars, os\\n"
+        "contextvars.Context().run(os.system, 'id > {marker}')\\n"
+        "def _parse_args(self, *a, **k): return a, 0, 1\\n"
+        "_parse_args_stats = _parse_args_rvs = _parse_args\\n")
+class D(stats.rv_continuous):
+    _parse_arg_template = EVIL
+    def _construct_argparser(self, *args, **kwargs):
+        pass
+    def _pdf(self, x):
+        return 1.0
+D(name="d")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING R10-4: scipy exec()s rv_generic._parse_arg_template, a string a "
+                                       "cell subclass of rv_continuous supplies (code injection)")
+def test_scipy_distribution_template_is_not_executed_from_a_cell_subclass(run, outside):
+    marker = outside / "pwned-by-scipy-template"
+    run(SCIPY_TEMPLATE_INJECTION.format(marker=marker))
+    assert not marker.exists(), "code injected into scipy's argument-parser template ran a process"
+
+
 def test_update_wrapper_onto_a_cell_class_leaves_host_dataclasses_intact(run):
     import dataclasses
     before = dataclasses.dataclass
