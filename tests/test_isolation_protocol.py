@@ -96,6 +96,20 @@ def test_a_message_without_the_request_id_ends_the_worker_and_is_not_relayed(rog
     assert Run(b, "'alive'").text() == "'alive'"
 
 
+def test_a_large_frame_must_begin_with_its_type_and_request_id(rogue):
+    """The host classifies large frames by their first bytes before decoding them; one that does not
+    begin with its type and the request's id (here: the same keys in another order) is not decoded at
+    all, and the worker is stopped."""
+    b = rogue["process"]
+    cell = RAW + (
+        "rid = request_id()\n"
+        "write(frame({'name': 'stdout', 'type': 'stream', 'id': rid, 'text': 'REORDERED' * 2000}))\n"
+        "import time\ntime.sleep(0.5)\n")
+    r = Run(b, cell)
+    assert not r.ok and r.done["worker"]["reason"] == "protocol" and "request id" in r.error["evalue"], r.done
+    assert "REORDERED" not in texts(r)
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_output_sent_between_requests_is_never_attributed_to_the_next_cell(rogue, level):
     """A thread of the worker writes a frame (with the id the next request will have) while the worker

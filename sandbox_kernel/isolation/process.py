@@ -34,8 +34,8 @@ import weakref
 
 from ..policy import Limits, Policy
 from ..workdir import grant_refusal, make_scratch, protected_places
-from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, Channel, ChannelClosed,
-                      ChannelError, ChannelTimeout, FrameTooCostly, frame_prefix, validate_event)
+from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, SMALL_FRAME, Channel,
+                      ChannelClosed, ChannelError, ChannelTimeout, FrameTooCostly, frame_prefix, validate_event)
 
 # Libraries a worker imports before it reports ready, so that a cell (or a crash's replacement) finds
 # them loaded. Missing ones are skipped.
@@ -56,6 +56,8 @@ SMALL_REPLY_BYTES = 1024 * 1024
 TEXT_SLACK = 64 * 1024
 # What one character of text may take in a frame (a JSON escape such as \u0001).
 MAX_BYTES_PER_CHAR = 6
+# A denial record larger than this is dropped unread (the kernel's audit keeps a sentence, not a book).
+DENIAL_FRAME_BYTES = 256 * 1024
 # Evidence in a dead worker's last stderr lines that it ran out of memory (C++, Python, libc, BLAS).
 _MEMORY_WORDS = re.compile(r"MemoryError|bad_alloc|out of memory|cannot allocate memory|memory allocation "
                            r"failed|failed to allocate", re.IGNORECASE)
@@ -910,8 +912,10 @@ class _Relayed:
     """What the host decodes and keeps of one cell while relaying it, bounded by the cell's own caps:
     at most ``text_cap`` (+ slack) characters of stdout for done.output, at most ``display_cap`` bytes
     of charts for done.charts. Frames of the cell's output past what the kernel could publish (text
-    past the text cap, displays past twice the display cap) are discarded unread, recognised by the
-    prefix every frame of this request starts with."""
+    past the text cap, displays past twice the display cap, an error or a denial larger than any the
+    kernel shows) are discarded unread, recognised by the prefix every frame of this request starts
+    with; a frame over SMALL_FRAME bytes without that prefix is a protocol violation. So no frame the
+    host decodes is larger than the caps allow, whatever MAX_EVENT_BYTES is."""
 
     __slots__ = ("rid", "text_cap", "display_cap", "text_budget", "display_budget", "done_limit", "_prefixes",
                  "saturated", "frames", "kind", "length", "text_seen", "display_seen", "dropped_frames",
@@ -922,8 +926,9 @@ class _Relayed:
         self.text_cap, self.display_cap = text_cap, display_cap
         self.text_budget = text_cap + TEXT_SLACK               # characters of stream text decoded
         self.display_budget = 2 * display_cap + text_cap       # bytes of display/result frames decoded
-        # The closing summary: the cell's text, a traceback and denials; charts travel as references.
-        self.done_limit = MAX_BYTES_PER_CHAR * self.text_budget + display_cap + 8 * 2 ** 20
+        # The closing summary (and an error): the cell's text, a traceback and denials; charts travel
+        # as references. The worker trims its done to fit (max_done_bytes in the request).
+        self.done_limit = MAX_BYTES_PER_CHAR * self.text_budget + display_cap + 2 ** 20
         self._prefixes: tuple | None = None
         self.saturated = False     # a budget is spent: every frame is asked about before decoding
         self.frames = 0            # frames of the cell so far: event n of the worker is frame n
@@ -940,31 +945,38 @@ class _Relayed:
     def skip(self, length: int, head: bytes) -> bool:
         """Channel.recv's hook: True discards the frame unread."""
         if self._prefixes is None:
-            self._prefixes = tuple((frame_prefix(k, self.rid), k) for k in ("stream", "display", "result", "done"))
+            self._prefixes = tuple((frame_prefix(k, self.rid), k) for k in sorted(CELL_EVENTS))
         self.kind, self.length = None, length
         for prefix, kind in self._prefixes:
             if head.startswith(prefix):
                 self.kind = kind
                 break
-        if self.kind == "done" and length > self.done_limit:
-            raise ChannelError(f"a done summary of {length} bytes (the limit is {self.done_limit})")
-        if self.kind in ("stream", "display", "result"):
-            drop = not self._room(self.kind, length)
         else:
+            if length > SMALL_FRAME:
+                raise ChannelError(f"a frame of {length} bytes that does not begin with its type and request id")
             return False
-        if drop:
-            self._dropped(length)
-        return drop
+        if self.kind == "done":
+            if length > self.done_limit:
+                raise ChannelError(f"a done summary of {length} bytes (the limit is {self.done_limit})")
+            return False
+        if self._room(self.kind, length):
+            return False
+        self._dropped(length)
+        return True
 
     def _room(self, kind: str, length: int) -> bool:
         """Could the kernel still publish some of a frame of this kind and size?"""
         if kind == "stream":
             return self.text_seen < self.text_budget and length <= MAX_BYTES_PER_CHAR * self.text_budget + 1024
+        if kind == "error":  # the kernel shows 4 kB of its message and 64 kB of traceback; done has it too
+            return length <= self.done_limit
+        if kind == "denial":
+            return length <= DENIAL_FRAME_BYTES
         return self.display_seen < self.display_budget and length <= self.display_budget + 1024
 
     def drop_costly(self) -> bool:
         """A frame too costly to decode was read in full: drop it if it is the cell's own output."""
-        if self.kind not in ("stream", "display", "result"):
+        if self.kind not in ("stream", "display", "result", "denial"):
             return False
         self._dropped(self.length)
         return True
@@ -978,7 +990,7 @@ class _Relayed:
         """Account for a decoded event and keep what done may refer to, within the caps. False when the
         event is past the caps (a small frame, decoded before the budget was known to be spent)."""
         kind = event["type"]
-        if kind in ("stream", "display", "result") and not self._room(kind, length):
+        if kind != "done" and not self._room(kind, length):
             self.saturated = True
             self._dropped(length)
             return False
