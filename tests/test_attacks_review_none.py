@@ -246,3 +246,23 @@ def test_jinja_module_and_private_numpy_helpers_are_not_importable(run):
     assert not r.ok and r.error_name == "ImportDenied", r
     r = run("import numpy as np\nD = np.lib._stride_tricks_impl.DummyArray")
     assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# C consumers of an endless iterator, reached as an outsider would try them: each ends at a limit or a
+# size denial instead of running past it (in a child: a miss would fill or hang the test process).
+UNBOUNDED_CONSUMERS = {
+    "bytearray_extend": "import itertools\nb = bytearray()\nb.extend(itertools.repeat(1, 10**10))",
+    "super_list_extend": "import itertools\nclass L(list): pass\nl = L()\nsuper(L, l).extend(itertools.repeat(1, 10**10))",
+    "numpy_fromiter": "import itertools, numpy as np\na = np.fromiter(itertools.repeat(1, 10**10), dtype=np.int8)",
+    "set_update_from_the_class": "import itertools\ns = set()\nset.update(s, itertools.count())",
+    "statistics_fmean": "import itertools, statistics\nx = statistics.fmean(itertools.repeat(1.0, 10**10))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNBOUNDED_CONSUMERS))
+def test_c_consumers_of_endless_iterators_stop_at_a_limit(name):
+    from childcell import run_cell_in_child
+    result = run_cell_in_child(UNBOUNDED_CONSUMERS[name], limits={"timeout": 1.0, "memory_mb": 256},
+                               rlimits={"RLIMIT_AS": 3 << 30}, timeout=30)
+    assert result.get("status") == "error", result
+    assert result["ename"] in ("SizeDenied", "MemoryLimitExceeded", "TimeLimitExceeded", "TickLimitExceeded"), result
