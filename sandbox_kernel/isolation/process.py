@@ -735,9 +735,10 @@ class WorkerBackend:
     def evaluate(self, expression, *, policy=None, display_bytes=None):
         eff = policy or self.policy
         timeout = (eff.limits.timeout or 60.0) + self.grace
-        text = eff.limits.output_bytes or DEFAULT_DISPLAY_BYTES
+        text = int(eff.limits.output_bytes or DEFAULT_DISPLAY_BYTES)
+        display = int(display_bytes) if display_bytes else min(self.max_display_bytes, text)  # as run_cell
         value, error = self._request("evaluate", {"expression": expression, "policy": self._policy_dict(policy)},
-                                     timeout, max_bytes=text + (display_bytes or self.max_display_bytes) + 65536,
+                                     timeout, max_bytes=text + display + 65536,
                                      when="while evaluating user_expressions")
         if not isinstance(value, dict) or error:
             return {"status": "error", "ename": "SandboxWorkerLost" if error else "SandboxError",
