@@ -163,10 +163,26 @@ class SandboxKernel(IPythonKernel):
         return reason
 
     def _limit_overrides(self) -> dict:
+        """The operator's limit overrides as numbers (a command line gives strings), or PolicyError."""
         unknown = set(self.limits) - set(_LIMIT_KEYS)
         if unknown:
             raise PolicyError(f"unknown SandboxKernel.limits keys: {', '.join(sorted(unknown))}")
-        return dict(self.limits)
+        out = {}
+        for key, value in self.limits.items():
+            if isinstance(value, str):
+                value = None if value.strip().lower() in ("none", "null", "") else value
+            try:
+                if value is None:
+                    out[key] = None
+                elif key == "timeout":
+                    out[key] = float(value)
+                else:
+                    out[key] = int(value)
+            except (TypeError, ValueError):
+                raise PolicyError(f"SandboxKernel.limits['{key}'] must be a number or null, not {value!r}") from None
+            if out[key] is not None and out[key] <= 0:
+                raise PolicyError(f"SandboxKernel.limits['{key}'] must be positive")
+        return out
 
     def _named_policy(self, name: str, overrides: dict) -> Policy:
         if name not in self._policies:
@@ -417,7 +433,7 @@ class SandboxKernel(IPythonKernel):
         self._running.set()
         try:
             done = self.backend.run_cell(source, emit=emit, policy=policy, limits=policy.limits,
-                                         execution_count=count)
+                                         execution_count=count, display_bytes=cell.rich_bytes)
         except BaseException as exc:  # noqa: B902 - the backend failed: report, never crash the kernel
             # A limit can escape the engine (an alarm firing while it disarms); make sure no timer
             # keeps interrupting the kernel between cells.
@@ -554,7 +570,7 @@ class SandboxKernel(IPythonKernel):
         out = {}
         for name, expression in (expressions or {}).items():
             try:
-                result = self.backend.evaluate(str(expression), policy=policy)
+                result = self.backend.evaluate(str(expression), policy=policy, display_bytes=cell.rich_bytes)
             except Exception as exc:
                 result = {"status": "error", "ename": "SandboxError", "evalue": str(exc), "traceback": []}
             if result.get("status") == "ok":
@@ -585,9 +601,13 @@ class SandboxKernel(IPythonKernel):
             if len(matches) >= _COMPLETIONS_KEPT or used > _COMPLETION_BYTES:
                 break
             matches.append(clean_text(match))
+        metadata = {}
+        trimmed = (result.get("metadata") or {}).get("sandbox_trimmed") if isinstance(result, dict) else None
+        if isinstance(trimmed, str) or len(matches) < len(raw if isinstance(raw, list) else []):
+            metadata["sandbox_trimmed"] = clean_text(str(trimmed or f"the first {len(matches)} names are listed")[:300])
         return {"status": "ok", "matches": matches,
                 "cursor_start": _position(result.get("cursor_start"), cursor_pos, len(code)),
-                "cursor_end": _position(result.get("cursor_end"), cursor_pos, len(code)), "metadata": {}}
+                "cursor_end": _position(result.get("cursor_end"), cursor_pos, len(code)), "metadata": metadata}
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         try:

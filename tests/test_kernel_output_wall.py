@@ -117,3 +117,15 @@ def test_reply_facts_come_from_the_kernel(kernel):
     kernel.run("%sandbox_policy data-science")
     magic = kernel.run("%sandbox_policy no-such-policy")
     assert magic["denials"][0]["by"] == "kernel" and magic["error"]["denial"] is True
+
+
+def test_operator_limits_given_on_the_command_line(tmp_path):
+    """A traitlets Dict from the command line holds strings: they are limits all the same."""
+    client = start_client(cwd=str(tmp_path), options=["--SandboxKernel.limits=output_bytes=5000"])
+    try:
+        result = client.run("print('x' * 20000)")
+        assert result["status"] == "ok" and result["truncated"] is True
+        assert len(result["output"]) <= 5000
+        assert "output 5000 bytes" in client.run("%sandbox_policy")["output"]
+    finally:
+        client.shutdown()
