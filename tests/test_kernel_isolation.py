@@ -101,3 +101,18 @@ def test_status_says_what_each_level_holds_against(kernel):
     status = kernel.run("%sandbox_status")
     assert "the OS confines the worker" in status["output"] and "degraded" not in status
     kernel.run("%sandbox_isolation process")
+
+
+def test_a_files_policy_after_a_files_off_policy_gets_the_working_directory(tmp_path):
+    """A worker started for a policy without files has a private scratch directory; moving to a policy
+    with files starts a worker with rights on the real working directory (and says state is lost)."""
+    client = start_client(cwd=str(tmp_path), isolation="kernel", options=["--SandboxKernel.policy=strict",
+                                                                          "--SandboxKernel.ceiling_policy=data-science"])
+    try:
+        switched = client.run("%sandbox_policy data-science")
+        assert "new sandbox worker" in switched["output"]
+        result = client.run("with open('kept.txt', 'w') as fh:\n    fh.write('here')")
+        assert result["status"] == "ok", result["error"]
+        assert (tmp_path / "kept.txt").read_text() == "here"
+    finally:
+        client.shutdown()

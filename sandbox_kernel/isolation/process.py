@@ -326,7 +326,7 @@ class WorkerBackend:
     # -- workers -------------------------------------------------------------------------------
 
     def _init_message(self) -> dict:
-        files = self.policy.files and self.workdir_refusal is None and self._workdir_files is not False
+        files = self._worker_files(self.policy)
         return {"op": "init", "level": self.level, "workdir": self.workdir, "policy": self.policy.to_dict(),
                 "degraded_ok": self.degraded, "memory_mb": self.policy.limits.memory_mb,
                 "workdir_files": bool(files), "protected": self._protected,
@@ -798,7 +798,14 @@ class WorkerBackend:
         mine, theirs = self.policy.limits.memory_mb, policy.limits.memory_mb
         if mine is not None and (theirs is None or theirs > mine):
             return f"the policy's memory limit ({theirs} MB) exceeds this worker's ({mine} MB)"
+        if policy.files and not self._worker_files(self.policy) and self._worker_files(policy):
+            return ("the policy uses files in the working directory, and this worker was started without "
+                    "access to it")
         return None
+
+    def _worker_files(self, policy: Policy) -> bool:
+        """Whether a worker started for `policy` gets rights on the working directory (else a scratch one)."""
+        return bool(policy.files and self.workdir_refusal is None and self._workdir_files is not False)
 
     def restart(self, policy: Policy | None = None) -> None:
         """New workers (active and spare) built for ``policy``; the old ones and their state are gone."""
