@@ -105,14 +105,24 @@ def test_status_says_what_each_level_holds_against(kernel):
 
 def test_a_files_policy_after_a_files_off_policy_gets_the_working_directory(tmp_path):
     """A worker started for a policy without files has a private scratch directory; moving to a policy
-    with files starts a worker with rights on the real working directory (and says state is lost)."""
-    client = start_client(cwd=str(tmp_path), isolation="kernel", options=["--SandboxKernel.policy=strict",
-                                                                          "--SandboxKernel.ceiling_policy=data-science"])
+    with files (and nothing else different) starts a worker with rights on the real working directory
+    (and says state is lost)."""
+    from sandbox_kernel.policy import PRESETS
+
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    no_files = {**PRESETS["data-science"].to_dict(), "name": "ds-no-files", "files": False}
+    (policies / "ds-no-files.json").write_text(json.dumps(no_files))
+    work = tmp_path / "work"
+    work.mkdir()
+    client = start_client(cwd=str(work), isolation="kernel", options=[
+        f"--SandboxKernel.policies_dir={policies}", "--SandboxKernel.policy=ds-no-files",
+        "--SandboxKernel.ceiling_policy=data-science"])
     try:
         switched = client.run("%sandbox_policy data-science")
-        assert "new sandbox worker" in switched["output"]
+        assert "working directory" in switched["output"] and "new sandbox worker" in switched["output"]
         result = client.run("with open('kept.txt', 'w') as fh:\n    fh.write('here')")
         assert result["status"] == "ok", result["error"]
-        assert (tmp_path / "kept.txt").read_text() == "here"
+        assert (work / "kept.txt").read_text() == "here"
     finally:
         client.shutdown()
