@@ -229,11 +229,21 @@ class Engine:
         charts = chart if isinstance(chart, list) else [chart] if chart is not None else []
         for spec in charts:
             data = render.chart_from_spec(spec)
-            if data is not None:
-                self._charts.append(data)
-                self._emit({"type": "display", "data": {render.PLOTLY_MIME: data,
-                                                        "text/plain": render.figure_summary(data)},
-                            "metadata": {}})
+            if data is None:
+                continue
+            size = len(json.dumps(data))
+            self._rich_bytes += size
+            if self._rich_bytes > limits.output_bytes:  # the same cap as display(): nothing more is kept
+                if self._streams is not None:
+                    self._streams.truncated = True
+                self._emit({"type": "display", "metadata": {}, "data": {
+                    "text/plain": f"[chart of {size:,} bytes not shown: the cell's output is capped at "
+                                  f"{limits.output_bytes:,} bytes]"}})
+                continue
+            self._charts.append(data)
+            self._emit({"type": "display", "data": {render.PLOTLY_MIME: data,
+                                                    "text/plain": render.figure_summary(data)},
+                        "metadata": {}})
 
     # -- denials and errors --------------------------------------------------------------------
 

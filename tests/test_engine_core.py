@@ -278,3 +278,13 @@ def test_the_own_instance_fast_path_never_applies_to_other_objects(engine, src):
     _, done = run(engine, src)
     assert done["error"] and done["error"]["ename"] in ("AttributeDenied", "NameDenied", "ValidationDenied"), done
     assert math.floor is floor
+
+
+def test_seed002_charts_are_capped_like_displays(engine):
+    """result = {"chart": [...]} counts against the cell's output cap like display() does: the engine
+    neither keeps nor sends charts past it."""
+    events, done = run(engine, "big = {'data': [{'type': 'scatter', 'y': list(range(100_000))}]}\n"
+                               "result = {'chart': [big] * 6}")
+    shown = [e["data"] for e in events if e["type"] == "display"]
+    assert len(shown) == 6 and sum("application/vnd.plotly.v1+json" in d for d in shown) == 1
+    assert "not shown" in shown[-1]["text/plain"] and done["truncated"] and len(done["charts"]) == 1
