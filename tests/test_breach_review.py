@@ -7,7 +7,8 @@ succeeded are FINDINGS, kept as strict xfails (conditioned on the kernel having 
 that they do not pass by accident elsewhere): the filter's deny list silently skips system calls
 libseccomp does not know (`setxattrat`, `removexattrat`) and misses `file_setattr`; without Landlock
 another process's memory and OOM score are writable; a worker can outlive its kernel and lift its CPU
-limit; its stderr keeps the kernel busy for ever; its denial claims grow the audit log without bound.
+limit; its stderr keeps the kernel busy for ever; its denial claims grow the audit log without bound;
+descriptors it keeps in flight stop every other process of the user from passing descriptors.
 """
 import errno
 import fcntl
@@ -348,6 +349,59 @@ def test_forged_denials_do_not_grow_the_audit_log_without_bound(tmp_path):
     with open(log) as fh:
         lines = sum(1 for _ in fh)
     assert lines <= claimed // 10, f"{lines} audit lines from one cell's claims"
+
+
+# -- FINDING 6: the user's in-flight descriptor budget ------------------------------------------------
+
+FD_PASS_PROBE = r"""
+import array, ctypes, os, platform, resource, socket
+if os.geteuid() == 0:   # hold no capability, as an ordinary user's processes (CAP_SYS_RESOURCE exempts)
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {"x86_64": 126, "aarch64": 91, "riscv64": 91}[platform.machine()]
+    assert libc.syscall(nr, (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()) == 0
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+a, b = socket.socketpair()
+try:
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0]))])
+    print("passed")
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+
+
+def another_process_passes_a_descriptor() -> str:
+    """A process of the same user (no capabilities, the usual 1024 open files) passes one descriptor
+    over a Unix socket, as D-Bus, Wayland or PipeWire clients do."""
+    return subprocess.run([sys.executable, "-S", "-c", FD_PASS_PROBE], capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "FINDING: sendmsg(SCM_RIGHTS) is allowed, and Linux counts descriptors in flight per user "
+    "(user->unix_inflight, checked against the sender's RLIMIT_NOFILE): a cell that sends descriptors "
+    "into a socketpair it never reads (or into the channel between requests) holds ~1200 in flight, and "
+    "every other process of the user without CAP_SYS_RESOURCE and with the usual 1024 open files then "
+    "gets ETOOMANYREFS when it passes a descriptor, for as long as the worker lives"))
+def test_a_worker_cannot_exhaust_the_users_in_flight_descriptors(host_worker):
+    assert another_process_passes_a_descriptor() == "passed"  # control
+    r = Run(host_worker, textwrap.dedent("""
+        import array
+        held_pair = socket.socketpair()
+        held_pair[0].setblocking(False)
+        fds = array.array('i', [os.open('/dev/null', os.O_RDONLY) for _ in range(200)])
+        held = 0
+        try:
+            while held < 100_000:
+                held_pair[0].sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                held += len(fds)
+        except OSError:
+            pass
+        held"""))
+    try:
+        assert r.ok, r.error
+        assert another_process_passes_a_descriptor() == "passed", f"the worker holds {r.text()} in flight"
+    finally:
+        Run(host_worker, "[s.close() for s in held_pair]\n[os.close(fd) for fd in fds]")
 
 
 # -- attempts that failed (regressions) ----------------------------------------------------------------
