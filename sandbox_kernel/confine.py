@@ -20,6 +20,7 @@ import threading
 import weakref
 
 from .denials import FileDenied, NetworkDenied, OperationDenied
+from .rewriter import CELL_FILENAME_PREFIX
 
 _FS: contextvars.ContextVar = contextvars.ContextVar("sandbox_fs", default=None)
 _NET_DENIED: contextvars.ContextVar = contextvars.ContextVar("sandbox_net_denied", default=False)
@@ -61,6 +62,9 @@ def _read_only_roots() -> tuple[str, ...]:
             roots.add(entry)
     # time zones; and the cgroup limits numpy, pandas and BLAS read to size their thread pools
     roots.update(("/usr/share/zoneinfo", "/usr/lib/python3/dist-packages", "/sys/fs/cgroup"))
+    # this package's own code (an editable install is outside site-packages): while a cell runs its thread
+    # is confined, and the kernel's output filter, run on that thread, imports its modules lazily
+    roots.add(os.path.dirname(os.path.abspath(__file__)))
     return tuple(sorted({_realpath(r) for r in roots if r}))
 
 
@@ -123,9 +127,9 @@ class ConfinedFiles:
         self._deny(FileDenied(raw if not os.path.isabs(raw) else "an absolute path",
                               "paths must stay inside the sandbox working directory"))
 
-    def refuse_operation(self, event: str) -> None:
-        self._deny(OperationDenied(event, "the sandbox does not start processes, load native code, "
-                                          "unpickle or change the process"))
+    def refuse_operation(self, event: str, why: str | None = None) -> None:
+        self._deny(OperationDenied(event, why or "the sandbox does not start processes, load native code, "
+                                                 "unpickle or change the process"))
 
     def resolve(self, path) -> str:
         if isinstance(path, int) or isinstance(path, bool):
@@ -246,9 +250,9 @@ class NoFiles:
             return
         self.resolve(path)
 
-    def refuse_operation(self, event: str) -> None:
-        self._deny(OperationDenied(event, "the sandbox does not start processes, load native code, "
-                                          "unpickle or change the process"))
+    def refuse_operation(self, event: str, why: str | None = None) -> None:
+        self._deny(OperationDenied(event, why or "the sandbox does not start processes, load native code, "
+                                                 "unpickle or change the process"))
 
     def translate_probe(self, path) -> str | None:
         raw = os.fsdecode(os.fspath(path))
@@ -272,7 +276,7 @@ _READ_ONLY = _read_only_roots()
 
 
 def _guarded_open(file, mode="r", *args, **kwargs):
-    fs = _FS.get()
+    fs = _confinement()
     if fs is None:
         return _ORIGINAL_OPEN(file, mode, *args, **kwargs)
     return fs.library_open(file, mode, *args, **kwargs)
@@ -283,7 +287,7 @@ def _guard_os(name):
     two_paths = name in ("rename", "replace", "symlink", "link")
 
     def guarded(*args, **kwargs):
-        fs = _FS.get()
+        fs = _confinement()
         if fs is None:
             return original(*args, **kwargs)
         resolve = fs.library_resolve_read if name in ("listdir", "scandir") else fs.resolve
@@ -307,7 +311,7 @@ def _guard_stat(name):
     original = _ORIGINAL_STAT[name]
 
     def guarded(path, *args, **kwargs):
-        fs = _FS.get()
+        fs = _confinement()
         if fs is None or isinstance(path, int) or getattr(_RESOLVING, "active", False):
             return original(path, *args, **kwargs)   # realpath() below stats through us: no recursion
         _RESOLVING.active = True   # our own checks below stat through the host's functions
@@ -329,7 +333,7 @@ def _guard_socket(name):
     original = _ORIGINAL_SOCKET[name]
 
     def guarded(self, *args, **kwargs):
-        if _NET_DENIED.get():
+        if _network_denied():
             _raise_net(args[0] if args else None)
         return original(self, *args, **kwargs)
     guarded.__name__ = name
@@ -337,7 +341,7 @@ def _guard_socket(name):
 
 
 def _guarded_getaddrinfo(host, *args, **kwargs):
-    if _NET_DENIED.get():
+    if _network_denied():
         _raise_net((host,))
     return _ORIGINAL_GETADDRINFO(host, *args, **kwargs)
 
@@ -387,7 +391,7 @@ def _guard_enum_namespace() -> None:
     original = enum_dict.__setitem__
 
     def __setitem__(self, key, value):
-        if key in _ARRAY_INTERFACE_NAMES and _FS.get() is not None:
+        if key in _ARRAY_INTERFACE_NAMES and cell_is_running():
             raise TypeError(f"{key} cannot be defined in the sandbox")
         return original(self, key, value)
     enum_dict.__setitem__ = __setitem__
@@ -438,11 +442,14 @@ def _on_import_path(path) -> bool:
 
 
 def _audit(event, args):
-    fs = _FS.get()
+    fs = _confinement()
     if fs is None:
-        fs = _thread_confinement()
-        if fs is None:
-            return
+        return
+    if event == "compile" or event == "exec":
+        if not _source_to_code_vetted(event, args):
+            fs.refuse_operation(event, "the sandbox does not turn text into code while a cell runs (only "
+                                       "imports and a few library helpers whose text the cell cannot steer)")
+        return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, 0))[:3]
         if isinstance(path, int) or path is None:
@@ -475,7 +482,7 @@ def _audit(event, args):
         return
     if event in _PROCESS_EVENTS:
         fs.refuse_operation(event)
-    elif event in _NETWORK_EVENTS and _NET_DENIED.get():
+    elif event in _NETWORK_EVENTS and _network_denied():
         address = args[1] if event in ("socket.connect", "socket.sendto", "socket.bind") and len(args) > 1 \
             else (args[0] if args and event != "socket.__new__" else None)
         if event == "socket.__new__":
@@ -483,6 +490,215 @@ def _audit(event, args):
             if family == getattr(socket, "AF_UNIX", -1):
                 return
         _raise_net(address if isinstance(address, (tuple, str)) else None)
+
+
+# -- the source-to-code sink: text becomes code only where the cell cannot choose the text -----------------
+# compile(), exec() and eval() of a string are an interpreter without the rewriter's gates: whoever feeds
+# one a string the cell chose (dataclass field names, scipy's argument-parser template, a jinja template)
+# has lost. While a cell runs, the audit hook refuses every 'compile' and 'exec' event (CPython raises
+# both for a string, 'exec' for a code object) except where the immediate Python caller is one of the
+# library functions below, each with the check that makes its text the library's own. The cell's own
+# code (compiled by the engine before the cell starts) carries the cell file name and is executed as is.
+# Callers are matched by their code object (not by name), looked up once their module is loaded.
+
+def _identifier(name) -> bool:
+    import keyword
+
+    return type(name) is str and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _dotted_identifier(name) -> bool:
+    return type(name) is str and all(part.isidentifier() for part in name.split("."))
+
+
+def _caller_frame(frame, code, depth: int):
+    for _ in range(depth):
+        frame = frame.f_back
+        if frame is None:
+            return None
+        if frame.f_code is code:
+            return frame
+    return None
+
+
+def _dataclass_fields_are_identifiers(frame, event) -> bool:
+    """dataclasses builds __init__/__repr__/__eq__... from its fields' names: every name (the annotation
+    keys, the fields collected from the bases) must be an exact-str identifier of a real Field."""
+    import dataclasses
+
+    process = _caller_frame(frame, dataclasses._process_class.__code__, 6)
+    if process is None:
+        return False
+    local = process.f_locals
+    fields = local.get("fields", {})
+    annotations = local.get("cls_annotations", {})
+    if type(fields) is not dict or type(annotations) is not dict:
+        return False
+    return all(_identifier(name) for name in annotations) and all(
+        _identifier(name) and type(f) is dataclasses.Field and _identifier(f.name) for name, f in fields.items())
+
+
+def _scipy_template_is_scipys(frame, event) -> bool:
+    """rv_generic exec()s self._parse_arg_template, which its _construct_argparser builds from validated
+    shape names: refused when a cell class could have supplied the template or skipped the builder."""
+    gates = sys.modules.get("sandbox_kernel.gates")
+    owner = type(frame.f_locals.get("self"))
+    for k in type.__dict__["__mro__"].__get__(owner):
+        if gates is not None and gates.is_sandbox_class(k):
+            namespace = type.__dict__["__dict__"].__get__(k)
+            if any(name in namespace for name in _SCIPY_TEMPLATE_NAMES):
+                return False
+    return True
+
+
+_SCIPY_TEMPLATE_NAMES = ("_parse_arg_template", "_construct_argparser", "_attach_argparser_methods",
+                         "_attach_methods", "__getattribute__", "__getattr__", "__setstate__", "__dict__")
+
+
+def _names_are_identifiers(*names):
+    def check(frame, event) -> bool:
+        local = frame.f_locals
+        return all(_identifier(local.get(name)) for name in names)
+    return check
+
+
+def _installed_template(frame, event) -> bool:
+    """jinja2 compiles a template to Python: only templates that are files of the installation (pandas'
+    own html.tpl ...), never text or files a cell chose."""
+    filename = frame.f_locals.get("filename")
+    return isinstance(filename, str) and os.path.isabs(filename) and _installation_path(filename) is not None
+
+
+def _installed_template_code(frame, event) -> bool:
+    code = frame.f_locals.get("code")
+    return type(code).__name__ == "code" and _installation_path(code.co_filename) is not None
+
+
+def _dotted_name_value(frame, event) -> bool:
+    return _dotted_identifier(frame.f_locals.get("s"))
+
+
+def _always(frame, event) -> bool:
+    return True
+
+
+def _compile_only(frame, event) -> bool:
+    return event == "compile"
+
+
+# Library helpers that turn text into code at run time: (module, dotted path to the function, nested
+# functions included, check). Code run while a module is imported is vetted by _run_by_an_import.
+_SOURCE_CALLERS_SPEC = (
+    ("ast", "parse", _compile_only),                 # always PyCF_ONLY_AST: a tree, never code
+    ("typing", "ForwardRef.__init__", _compile_only),   # compiled, never evaluated (exec refused)
+    ("collections", "namedtuple", _always),          # names interned as exact str and checked as identifiers
+    ("dataclasses", "_create_fn", _dataclass_fields_are_identifiers),              # 3.10 - 3.12
+    ("dataclasses", "_FuncBuilder.add_fns_to_class", _dataclass_fields_are_identifiers),   # 3.13
+    ("inspect", "_signature_fromstr.wrap_value", _dotted_name_value),   # a builtin's text signature default
+    ("scipy.stats._distn_infrastructure", "rv_generic._attach_argparser_methods", _scipy_template_is_scipys),
+    ("_plotly_utils.basevalidators", "InfoArrayValidator.build_validator", _names_are_identifiers(
+        "validator_classname")),
+    ("jinja2.environment", "Environment._compile", _installed_template),
+    ("jinja2.environment", "Template.from_code", _installed_template_code),
+    ("jinja2.debug", "fake_traceback", _always),    # '\n' * lineno + 'raise __jinja_exception__'
+)
+_SOURCE_CALLERS: dict = {}       # code object -> check(frame, event)
+
+
+def _resolve_code(module, path: str):
+    """The code object of module's function at path ('Class.method', 'function.nested')."""
+    obj = module
+    code = None
+    for part in path.split("."):
+        if code is not None:   # a function nested in the one found so far
+            code = next((c for c in code.co_consts if type(c) is type(code) and c.co_name == part), None)
+            if code is None:
+                return None
+            continue
+        namespace = getattr(obj, "__dict__", None)
+        if not isinstance(namespace, (dict, type(type.__dict__))):
+            return None
+        obj = namespace.get(part)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        if obj is None:
+            return None
+        if type(obj).__name__ == "function":
+            code = obj.__code__
+    return code
+
+
+def _source_check(code):
+    """The check for a caller, looked up again on a miss: a module is in sys.modules before its body has
+    defined the function (clone_module is called while its package is still being imported)."""
+    check = _SOURCE_CALLERS.get(code)
+    if check is None and len(_SOURCE_CALLERS) < len(_SOURCE_CALLERS_SPEC):
+        for modname, path, vetting in _SOURCE_CALLERS_SPEC:
+            module = sys.modules.get(modname)
+            if module is not None:
+                found = _resolve_code(module, path)
+                if found is not None:
+                    _SOURCE_CALLERS[found] = vetting
+        check = _SOURCE_CALLERS.get(code)
+    return check
+
+
+def _source_to_code_vetted(event, args) -> bool:
+    """May this 'compile' or 'exec' go ahead while a cell runs?"""
+    # frames: 0 here, 1 the audit hook, 2 the Python code that called compile/exec (a builtin has none)
+    return _source_vetted_for(sys._getframe(2), event, args)
+
+
+def _source_vetted_for(frame, event, args) -> bool:
+    if event == "exec":
+        code = args[0] if args else None
+        if type(code).__name__ == "code" and code.co_filename.startswith(CELL_FILENAME_PREFIX):
+            return True   # the cell's own rewritten code (the engine compiled it before the cell)
+    elif len(args) > 1 and isinstance(args[1], str) and args[1].startswith(CELL_FILENAME_PREFIX):
+        return False      # nothing compiled while a cell runs may pass for the cell's own code
+    check = _source_check(frame.f_code)
+    if check is not None:
+        return check(frame, event)
+    return _run_by_an_import(frame)
+
+
+_IMPORT_LOADING = [None]   # importlib's _load_unlocked: the frame that runs a module's loader
+
+
+def _run_by_an_import(frame) -> bool:
+    """True when the code asking is a module being imported, with nothing but installed code between the
+    import system and it: a module's source compiled and run by its loader (importlib's, or pytest's
+    assertion rewriter in the tests), and what a module's body generates while it is imported (scipy's
+    exec('del ' + name), attrs' generated methods, numpy.f2py's predicates). The import gate chose the
+    module; a cell's function anywhere on the way (a warnings hook run by an import) ends the match."""
+    loading = _IMPORT_LOADING[0]
+    if loading is None:
+        bootstrap = sys.modules.get("importlib._bootstrap")
+        loading = _IMPORT_LOADING[0] = getattr(getattr(bootstrap, "_load_unlocked", None), "__code__", None)
+    for _ in range(64):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code is loading:
+            return True
+        if not _installed_code(code.co_filename):
+            return False
+        frame = frame.f_back
+    return False
+
+
+_OWN_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_INSTALLED_FILES: dict = {}   # a code file name -> whether it is the installation's (not this package's)
+
+
+def _installed_code(filename: str) -> bool:
+    known = _INSTALLED_FILES.get(filename)
+    if known is None:
+        known = filename.startswith("<frozen ") or not filename.startswith(_OWN_PACKAGE) and \
+            os.path.isabs(filename) and _installation_path(filename) is not None
+        if len(_INSTALLED_FILES) < 100_000:
+            _INSTALLED_FILES[filename] = known
+    return known
 
 
 def _guard_pathlib_accessor() -> None:
@@ -539,11 +755,9 @@ def install() -> None:
 def native_path(path, writes: bool):
     """path as a granted library's native code may open it: outside a cell, unchanged; in one, the
     absolute path inside the working directory (or a refusal)."""
-    fs = _FS.get()
+    fs = _confinement()
     if fs is None:
-        fs = _thread_confinement()
-        if fs is None:
-            return path
+        return path
     if isinstance(path, bytes):
         return os.fsencode(fs.resolve_native(path, writes))
     return fs.resolve_native(path, writes)
@@ -600,33 +814,59 @@ def route_native_file_io() -> None:
         highs._Highs.passOptions = passOptions
 
 
-# Threads a library starts while a cell runs (pandas' parallel reader) do not inherit the cell's
-# context: during a cell, the audit hook confines every thread that was not alive when the cell started.
-# (A pool that outlives its cell is not confined in later cells: thread idents are reused, so they cannot
-# be remembered safely; the worker level's OS layers cover that case.)
-_ACTIVE: list = [None]            # the running cell's files object, or None between cells
-_BEFORE_CELL: set = set()         # thread idents alive when the running cell started
+# -- who is confined: the cell's thread, and every thread that is not the kernel's own -------------------
+# The ContextVars above are a fast path, not the rule: a cell that reaches contextvars.Context().run(f)
+# runs f with them unset, and threads a library starts (pandas' parallel reader) do not inherit them.
+# So while a cell runs, the thread that runs it is confined whatever its Context, and so is every thread
+# that is not the kernel's own. The kernel's own threads (ipykernel's iopub, control and heartbeat
+# threads; at level none the kernel itself between cells) are those alive when the cell started that no
+# cell started: a thread a cell's library started (a pool that outlives its cell) stays confined in every
+# later cell. Threads are remembered by their Thread object, not their ident (idents are reused).
+_ACTIVE: list = [None]            # (files, network allowed) of the running cell, or None between cells
+_CELL_THREAD: list = [None]       # the ident of the thread that runs the cell
+_KERNEL_THREADS: dict = {}       # ident -> Thread: the kernel's own threads during this cell
+_STARTED_BY_CELLS: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+_LIVE_THREADS = threading._active   # ident -> Thread of every running threading.Thread
+
+
+def _confinement():
+    """The files object that confines the code running now, or None (the kernel's own code)."""
+    fs = _FS.get()
+    if fs is not None:
+        return fs
+    active = _ACTIVE[0]
+    if active is None:
+        return None
+    ident = threading.get_ident()
+    thread = _KERNEL_THREADS.get(ident)
+    # (the same Thread still: an ident a dead kernel thread left is reused by the next thread started)
+    if ident == _CELL_THREAD[0] or thread is None or _LIVE_THREADS.get(ident) is not thread:
+        return active[0]
+    return None
+
+
+def _network_denied() -> bool:
+    if _NET_DENIED.get():
+        return True
+    active = _ACTIVE[0]
+    return active is not None and not active[1] and _confinement() is not None
 
 
 def cell_is_running() -> bool:
-    """True in the code of a running cell (its context) or a thread it started."""
-    return _FS.get() is not None or _thread_confinement() is not None
-
-
-def _thread_confinement():
-    files = _ACTIVE[0]
-    if files is None or threading.get_ident() in _BEFORE_CELL:
-        return None
-    return files
+    """True in the code of a running cell: its thread (whatever its Context) and threads not the kernel's."""
+    return _confinement() is not None
 
 
 def enter(files, network_allowed: bool, net_deny):
     """Confine the current context; returns tokens for leave()."""
     global _net_deny
     _net_deny = net_deny
-    _BEFORE_CELL.clear()
-    _BEFORE_CELL.update(t.ident for t in threading.enumerate())
-    _ACTIVE[0] = files
+    cell_thread = threading.get_ident()
+    _KERNEL_THREADS.clear()
+    _KERNEL_THREADS.update((t.ident, t) for t in threading.enumerate()
+                           if t.ident != cell_thread and t not in _STARTED_BY_CELLS)
+    _CELL_THREAD[0] = cell_thread
+    _ACTIVE[0] = (files, bool(network_allowed))
     return _FS.set(files), _NET_DENIED.set(not network_allowed)
 
 
@@ -640,7 +880,14 @@ def at_cell_end(cleanup) -> None:
 
 def leave(tokens) -> None:
     fs_token, net_token = tokens
-    _ACTIVE[0] = None
+    try:
+        # threads started during the cell (still alive) are the cell's in every later cell too
+        for thread in threading.enumerate():
+            if _KERNEL_THREADS.get(thread.ident) is not thread and thread.ident != _CELL_THREAD[0]:
+                _STARTED_BY_CELLS.add(thread)
+    finally:
+        _ACTIVE[0] = None
+        _CELL_THREAD[0] = None
     _FS.reset(fs_token)
     _NET_DENIED.reset(net_token)
     for cleanup in _AT_CELL_END:
