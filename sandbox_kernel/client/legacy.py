@@ -1,4 +1,4 @@
-"""A small agent API over jupyter_client: start a Sandboxed Python kernel, run code, get data back.
+"""SandboxClient, the first agent API (kept for the code that uses it; SandboxSession is the full one).
 
     from sandbox_kernel.client import SandboxClient
 
@@ -18,15 +18,12 @@ import time
 
 from jupyter_client.manager import KernelManager
 
-from .install import DEFAULT_NAME
+from ..install import DEFAULT_NAME
+from .results import SandboxTimeout
 
 _PLOTLY = "application/vnd.plotly.v1+json"
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error", "update_display_data", "clear_output",
                  "comm_open", "comm_msg", "comm_close")
-
-
-class SandboxTimeout(TimeoutError):
-    """The kernel did not answer in time (the cell was interrupted)."""
 
 
 class SandboxClient:
