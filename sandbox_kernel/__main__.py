@@ -3,6 +3,8 @@
     python -m sandbox_kernel -f CONNECTION_FILE [--SandboxKernel.policy=NAME ...]   (Jupyter does this)
     python -m sandbox_kernel install [--user | --sys-prefix | --prefix P] [--name N] [--display-name D]
     python -m sandbox_kernel run NOTEBOOK.ipynb [--kernel NAME] [--timeout S]
+    python -m sandbox_kernel mcp [--transport stdio|http] [--policy NAME] [--isolation LEVEL] ...
+                                                         (MCP server; needs the `mcp` extra)
 """
 from __future__ import annotations
 
@@ -83,6 +85,15 @@ def _run(args: list[str]) -> int:
     return run_notebook(ns.notebook, kernel_name=ns.kernel, timeout=ns.timeout, in_place=ns.here)
 
 
+def _mcp(args: list[str]) -> int:
+    try:
+        from .mcp_server import main as mcp_main
+    except ImportError as exc:
+        print(f"the MCP server needs the MCP Python SDK: pip install 'sandbox_kernel[mcp]' ({exc})", file=sys.stderr)
+        return 2
+    return mcp_main(args)
+
+
 def run_notebook(path: str, *, kernel_name: str = "sandboxed-python", timeout: float = 120,
                  in_place: bool = False, out=None) -> int:
     """Execute a notebook and print every cell's outputs. Cells tagged `raises-exception` may fail;
@@ -142,6 +153,8 @@ def main(argv: list[str] | None = None) -> int | None:
         return _install(argv[1:])
     if argv and argv[0] == "run":
         return _run(argv[1:])
+    if argv and argv[0] == "mcp":
+        return _mcp(argv[1:])
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__)
         return 0

@@ -87,7 +87,9 @@ class LocalTransport(_ClientTransport):
 
     async def start(self) -> None:
         self.km = AsyncKernelManager(kernel_name=self.kernel_name)
-        kwargs: dict[str, Any] = {"extra_arguments": list(self.options), "cwd": self.local_cwd}
+        # The kernel's own stdout goes to our stderr: a program that speaks a protocol on its stdout (the
+        # MCP server over stdio) must not get the kernel's or its worker's stray prints in it.
+        kwargs: dict[str, Any] = {"extra_arguments": list(self.options), "cwd": self.local_cwd, "stdout": 2}
         if self.env is not None:
             kwargs["env"] = self.env
         await self.km.start_kernel(**kwargs)
