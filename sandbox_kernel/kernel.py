@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 
 from . import __version__
+from .auditlog import AuditFile
 from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
                      isolation_rank, parse_cell, select_isolation, select_policy)
 from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, clean_text, pack_message
@@ -45,6 +47,9 @@ _COMPLETION_BYTES = 256_000
 _DENIALS_KEPT = 100  # per cell, in the reply summary
 _DENIAL_KEYS = ("kind", "target", "rule", "line", "policy", "hint", "message")
 _DENIAL_NAMES = denial_names() | {"SandboxDenied"}
+# Audit records one cell may add (denials, limits, magics), whoever claims them; the rest are counted.
+_AUDIT_RECORDS_PER_CELL = 100
+_AUDIT_TEXT = 500  # characters kept of each text field in the audit log
 
 
 class SandboxKernel(IPythonKernel):
@@ -88,7 +93,13 @@ class SandboxKernel(IPythonKernel):
                           help="MIME types sandboxed output may carry.").tag(config=True)
     extra_mime_types = List(Unicode(), default_value=[],
                             help="MIME types added to the allowlist; they pass unsanitised.").tag(config=True)
-    audit_log = Unicode("", help="File that receives one JSON line per denial (append).").tag(config=True)
+    audit_log = Unicode("", help="File that receives one JSON line per audited event (append): cells and their "
+                                 "effective policy, denials, limits, magics, worker losses and restarts "
+                                 "(docs/operators.md lists the fields).").tag(config=True)
+    audit_log_max_bytes = Int(50_000_000, help="Rotate the audit log when a write would take it past this many "
+                                               "bytes; 0: never (e.g. when logrotate does it).").tag(config=True)
+    audit_log_backups = Int(5, help="Rotated audit logs kept (audit_log.1 is the newest); older ones are "
+                                    "deleted.").tag(config=True)
     audit_size = Int(200, help="How many recent denials %sandbox_audit shows.").tag(config=True)
     workdir = Unicode("", help="The sandbox working directory (files policy). Empty: the directory the "
                                "kernel starts in (the notebook's).").tag(config=True)
@@ -110,6 +121,12 @@ class SandboxKernel(IPythonKernel):
         self._history: list[tuple[int, int, str, str | None]] = []  # (session, line, input, output)
         self._audit: deque = deque(maxlen=max(self.audit_size, 1))
         self._audit_pending: list[dict] = []
+        self._audit_seq = 0              # numbers every record, so a reader sees what is missing
+        self._audit_in_cell = 0          # records the running cell added, and those over the cap
+        self._audit_dropped = 0
+        self._audit_lost: tuple | None = None   # (records, since, error) the log could not take
+        self._audit_context: dict = {}   # the running cell's effective policy and output budget
+        self._audit_digests: tuple | None = None
         self._cell_denials: list[dict] = []
         self._files_notice_shown = False
         self._running = threading.Event()
@@ -202,6 +219,7 @@ class SandboxKernel(IPythonKernel):
             self.backend
         except Exception:
             self.log.error("the sandbox backend could not start; cells will report why", exc_info=True)
+        self._audit_kernel_start()
 
     @property
     def banner(self):
@@ -244,6 +262,8 @@ class SandboxKernel(IPythonKernel):
         return self._backend
 
     def _replace_backend(self, level: str):
+        self._audit_event("worker_restart", reason=f"isolation changes from '{self.current_isolation}' to "
+                                                   f"'{level}'", isolation=level)
         old, self._backend = self._backend, None
         self.current_isolation = level
         if old is not None:
@@ -285,31 +305,171 @@ class SandboxKernel(IPythonKernel):
         entry = _denial_fields(record)
         entry.update(time=time.time(), cell=self._count, by=source)
         self._audit.append(entry)
-        self._audit_pending.append(entry)
+        self._audit_context["denials"] = self._audit_context.get("denials", 0) + 1
+        # In the log a limit the engine hit is a `limit` record, and what a worker sent is its claim.
+        self._audit_event("limit" if entry["kind"] == "limit" else "denial", **{k: entry[k] for k in _DENIAL_KEYS},
+                          by=source, worker_claim=source == "engine" and self.current_isolation != "none")
         if len(self._cell_denials) < _DENIALS_KEPT:
             self._cell_denials.append({k: v for k, v in entry.items() if k not in ("time", "cell")})
 
     def _flush_audit(self):
-        """Write pending denials to the audit log. Called only between cells: while a cell runs
-        in-process, the engine confines file access process-wide, this callback included."""
+        """Write pending records to the audit log. Called only between cells: while a cell runs
+        in-process, the engine confines file access process-wide, this callback included. A log that
+        cannot be written (disk full, no permission) costs a warning, never the kernel; the records
+        are counted, and the first write that succeeds again begins with an `audit_gap` record."""
         pending, self._audit_pending = self._audit_pending, []
         if not (self.audit_log and pending):
             return
+        lost = self._audit_lost
+        if lost is not None:
+            pending.insert(0, self._audit_entry("audit_gap", lost=lost[0], since=lost[1], error=lost[2]))
         try:
-            with open(self.audit_log, "a", encoding="utf-8") as fh:
-                for entry in pending:
-                    fh.write(json.dumps(entry, default=str) + "\n")
-        except OSError:
-            self.log.warning("cannot write the audit log %s", self.audit_log, exc_info=True)
+            AuditFile(self.audit_log, self.audit_log_max_bytes, self.audit_log_backups).append(pending)
+        except Exception as exc:  # noqa: BLE001 - the log must never stop the kernel
+            if lost is not None and self._audit_seq == pending[0]["seq"]:
+                self._audit_seq -= 1   # an unwritten gap record is no hole: the next one takes its number
+            count = len(pending) - (lost is not None) + (lost[0] if lost else 0)
+            self._audit_lost = (count, lost[1] if lost else time.time(), f"{type(exc).__name__}: {exc}"[:300])
+            self.log.warning("cannot write the audit log %s (%d records lost so far): %s", self.audit_log,
+                             count, self._audit_lost[2], exc_info=lost is None)
+        else:
+            if lost is not None:
+                self.log.warning("the audit log %s is written again; %d records were lost", self.audit_log,
+                                 lost[0])
+            self._audit_lost = None
+
+    def _audit_entry(self, event: str, **fields) -> dict:
+        """One audit record. Its frame is the kernel's own: what, when, a number in this kernel's
+        sequence, the kernel's session and, during a cell, the cell and the request's client session."""
+        self._audit_seq += 1
+        entry = {"event": event, "time": time.time(), "seq": self._audit_seq,
+                 "kernel_session": getattr(self.session, "session", None)}
+        parent = self._cell_parent
+        if parent is not None:
+            header = parent.get("header") or {}
+            entry.update(cell=self._count, client_session=_audit_text(header.get("session"), 100),
+                         msg_id=_audit_text(header.get("msg_id"), 100))
+        entry.update({k: _audit_text(v, _AUDIT_TEXT) if isinstance(v, str) else v for k, v in fields.items()})
+        return entry
+
+    def _audit_event(self, event: str, **fields) -> None:
+        """Queue a record for the log (written after the cell). A cell adds at most
+        _AUDIT_RECORDS_PER_CELL; past that they are counted in one `audit_dropped` record."""
+        if not self.audit_log:
+            return
+        if self._cell_parent is not None and event not in ("cell", "audit_dropped"):
+            if self._audit_in_cell >= _AUDIT_RECORDS_PER_CELL:
+                self._audit_dropped += 1
+                return
+            self._audit_in_cell += 1
+        self._audit_pending.append(self._audit_entry(event, **fields))
+
+    def _audit_policy(self, policy: Policy) -> str:
+        """sha256 of the policy's full definition: names can be reused, definitions cannot."""
+        cached = self._audit_digests
+        if cached is not None and (cached[0] is policy or cached[0] == policy):
+            return cached[1]
+        digest = hashlib.sha256(json.dumps(policy.to_dict(), sort_keys=True).encode()).hexdigest()
+        self._audit_digests = (policy, digest)
+        return digest
+
+    def _audit_kernel_start(self) -> None:
+        """The first record of a kernel: its process, its Jupyter kernel id (from the connection file's
+        name, as Jupyter servers name them) and the operator's configuration in effect."""
+        try:
+            connection = os.path.basename(str(getattr(self.parent, "connection_file", "") or ""))
+            kernel_id = connection[len("kernel-"):-len(".json")] if connection.startswith("kernel-") \
+                and connection.endswith(".json") else None
+            self._audit_event("kernel_start", kernel_id=kernel_id, **self._audit_config())
+            self._flush_audit()
+        except Exception:  # noqa: BLE001 - the audit must never stop the kernel
+            self.log.warning("could not write the kernel's first audit record", exc_info=True)
+
+    def _audit_config(self) -> dict:
+        return {"pid": os.getpid(), "version": __version__,
+                "python": sys.version.split()[0], "policy": self.current_policy.name,
+                "policy_sha256": self._audit_policy(self.current_policy), "ceiling": self.ceiling.name,
+                "ceiling_sha256": self._audit_policy(self.ceiling), "isolation": self.current_isolation,
+                "isolation_floor": self.isolation_floor, "isolation_degraded": bool(self.isolation_degraded),
+                "limits": _limits_fields(self.current_policy.limits), "workdir": self.workdir,
+                "files_off": self.files_off_reason is not None, "max_output_bytes": self.max_output_bytes,
+                "max_display_bytes": self.max_display_bytes}
+
+    def _audit_cell(self, code: str, silent: bool, reply, started: float) -> None:
+        """The cell's record, from the kernel's knowledge: the effective policy and isolation, the reply
+        it sent, the time it measured; what the engine reported goes under `claimed` (a worker's word
+        at the worker levels). Then the worker losses and the limits the kernel enforced itself."""
+        try:
+            if not self.audit_log:
+                return
+            context, summary = self._audit_context, getattr(self, "_last_summary", None) or {}
+            policy, output = context.get("policy") or self.current_policy, context.get("output")
+            if "os_layers" in summary:
+                layers, degraded = summary["os_layers"], bool(summary.get("degraded"))
+            else:
+                layers, degraded = self._active_layers()
+            reply = reply if isinstance(reply, dict) else {}
+            worker = summary.get("worker") if isinstance(summary.get("worker"), dict) else {}
+            status = reply.get("status", "error")
+            entry = {"silent": bool(silent), "status": status, "policy": policy.name,
+                     "policy_sha256": self._audit_policy(policy), "limits": _limits_fields(policy.limits),
+                     "files": bool(policy.files), "network": bool(policy.network),
+                     "isolation": self.current_isolation, "os_layers": layers, "degraded": degraded,
+                     "elapsed_ms": round((time.monotonic() - started) * 1000, 3),
+                     "code_bytes": len(code.encode("utf-8", "surrogatepass")),
+                     "code_sha256": hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(),
+                     "denials": context.get("denials", 0),
+                     "output_cut_bytes": output.cut_bytes if output is not None else 0,
+                     "filtered": len(output.filtered) if output is not None else 0,
+                     "worker_claim": self.current_isolation != "none"}
+            claimed = {"ticks": summary.get("ticks", 0), "elapsed_ms": summary.get("elapsed_ms", 0.0),
+                       "truncated": bool(summary.get("truncated"))}
+            if status == "error":
+                by_kernel = bool(worker) or any(d.get("by") == "kernel" for d in summary.get("denials") or [])
+                ename = _audit_text(reply.get("ename"), 200)
+                if by_kernel:
+                    entry["error"] = ename
+                else:
+                    claimed["error"] = ename
+            entry["claimed"] = claimed
+            self._audit_event("cell", **entry)
+            if worker.get("lost"):
+                restarts = getattr(self._backend, "restarts", None)
+                self._audit_event("worker_lost", reason=worker.get("reason"), when=worker.get("when"),
+                                  message=worker.get("message"), state_lost=worker.get("state_lost"),
+                                  recovery_ms=worker.get("recovery_ms"), restarts=restarts,
+                                  isolation=self.current_isolation)
+                if worker.get("reason") in ("timeout", "memory", "cpu", "flood"):
+                    self._audit_event("limit", kind="limit", target=worker.get("reason"),
+                                      message=worker.get("message"), by="kernel", worker_claim=False)
+            elif worker.get("reason") == "unavailable":
+                self._audit_event("worker_unavailable", isolation=self.current_isolation,
+                                  message=getattr(self._backend, "startup_error", None))
+            if output is not None and output.cut_bytes:
+                self._audit_event("limit", kind="limit", target="output", by="kernel", worker_claim=False,
+                                  message=f"{output.cut_bytes} bytes of the cell's output were cut at its limits "
+                                          f"(text {output.text_bytes} bytes, displays {output.rich_bytes} bytes)")
+            if self._audit_dropped:
+                self._audit_event("audit_dropped", records=self._audit_dropped,
+                                  message=f"the cell added more than {_AUDIT_RECORDS_PER_CELL} records; "
+                                          "the rest are counted here")
+        except Exception:  # noqa: BLE001 - the audit must never stop the kernel
+            self.log.warning("could not build the audit record of a cell", exc_info=True)
+        finally:
+            self._audit_in_cell = self._audit_dropped = 0
+            self._audit_context = {}
 
     # -- execute -----------------------------------------------------------------------------------
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         self._cell_parent = self.get_parent("shell")
+        started, reply = time.monotonic(), None
         try:
-            return self._execute(code, silent, store_history, user_expressions)
+            reply = self._execute(code, silent, store_history, user_expressions)
+            return reply
         finally:
+            self._audit_cell(code, silent, reply, started)
             self._cell_parent = None
             self._flush_audit()
 
@@ -318,6 +478,7 @@ class SandboxKernel(IPythonKernel):
         policy = self.current_policy
         cell = self.output_filter.cell(policy.limits.output_bytes)
         summary = _empty_summary(policy.name, self.current_isolation)
+        self._audit_context = {"policy": policy, "output": cell}
         self._cell_denials = []
         self._last_summary = summary
         if store_history and not silent:
@@ -352,6 +513,7 @@ class SandboxKernel(IPythonKernel):
         if not silent:
             self._publish_streams(cell.stream("stdout", notes) if notes else [])
         summary["policy"] = policy.name
+        self._audit_context["policy"] = policy
         summary["isolation"] = self.current_isolation
         if notes:
             summary["output"] = notes
@@ -492,6 +654,8 @@ class SandboxKernel(IPythonKernel):
                 notes.append(self._status_text(policy))
             elif control.name == "sandbox_audit":
                 notes.append(self._audit_text())
+            self._audit_event("magic", magic=("%%" if control.cell else "%") + control.name,
+                              args=control.args[:200], line=control.line, policy=policy.name)
         return policy, "".join(notes)
 
     def _active_layers(self) -> tuple[list, bool]:
@@ -513,6 +677,7 @@ class SandboxKernel(IPythonKernel):
         reason = needs_restart_for(policy) if needs_restart_for else None
         if not reason:
             return ""
+        self._audit_event("worker_restart", reason=reason, policy=policy.name, isolation=self.current_isolation)
         self._backend.restart(policy)
         return f"a new sandbox worker was started because {reason}; variables from earlier cells are gone\n"
 
@@ -721,6 +886,8 @@ class SandboxKernel(IPythonKernel):
                 "traceback": []}
 
     def do_shutdown(self, restart):
+        self._audit_event("kernel_shutdown", restart=bool(restart))
+        self._flush_audit()
         if self._backend is not None:
             try:
                 self._backend.shutdown()
@@ -828,6 +995,15 @@ def _denial_fields(record: dict) -> dict:
         else:
             out[key] = None
     return out
+
+
+def _audit_text(value, limit: int):
+    """A string field of an audit record: capped and cleaned (a terminal reading the log acts on nothing)."""
+    return clean_text(value[:limit]) if isinstance(value, str) else None
+
+
+def _limits_fields(limits) -> dict:
+    return {key: getattr(limits, key, None) for key in _LIMIT_KEYS}
 
 
 _WORKER_KEYS = {"lost": bool, "reason": str, "state_lost": bool, "message": str, "when": str,
