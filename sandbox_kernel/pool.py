@@ -23,8 +23,10 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 
 from jupyter_client.manager import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 
 from .install import DEFAULT_NAME
 
@@ -39,12 +41,14 @@ class PoolError(RuntimeError):
 
 class PooledKernel:
     """One session's kernel: ``km`` (KernelManager), ``kc`` (BlockingKernelClient, channels started),
-    ``cwd`` (its own working directory). ``release()`` ends it; it is never handed out again."""
+    ``cwd`` (its own working directory), ``kernel_id`` (as the audit log's kernel_start names it).
+    ``release()`` ends it; it is never handed out again."""
 
-    def __init__(self, pool: "KernelPool", km: KernelManager, kc, cwd: str, start_s: float):
+    def __init__(self, pool: "KernelPool", km: KernelManager, kc, cwd: str, kernel_id: str, start_s: float):
         self.km = km
         self.kc = kc
         self.cwd = cwd
+        self.kernel_id = kernel_id
         self.start_s = start_s      # cold start of this kernel, to warm (seconds)
         self._pool = pool
         self._released = False
@@ -196,7 +200,12 @@ class KernelPool:
     def _start_kernel(self) -> PooledKernel:
         t0 = time.monotonic()
         cwd = tempfile.mkdtemp(prefix="sandbox-session-", dir=self.cwd_root)
-        km = KernelManager(kernel_name=self.kernel_name)
+        # Named as Jupyter servers name them, so the kernel can give its id to the audit log.
+        kernel_id = str(uuid.uuid4())
+        runtime = jupyter_runtime_dir()
+        os.makedirs(runtime, mode=0o700, exist_ok=True)
+        km = KernelManager(kernel_name=self.kernel_name,
+                           connection_file=os.path.join(runtime, f"kernel-{kernel_id}.json"))
         kc = None
         try:
             kwargs = {"extra_arguments": self.options, "cwd": cwd}
@@ -210,7 +219,7 @@ class KernelPool:
         except BaseException:
             _stop(km, kc, cwd)
             raise
-        return PooledKernel(self, km, kc, cwd, time.monotonic() - t0)
+        return PooledKernel(self, km, kc, cwd, kernel_id, time.monotonic() - t0)
 
     def _release(self, pooled: PooledKernel) -> None:
         with self._cond:
