@@ -11,8 +11,9 @@ operator sizes the machine for ``size`` sessions (docs/operators.md). A kernel s
 directory, takes its place in the background. Reusing a kernel would hand the next session whatever the
 last one left behind: variables, files, a worker that untrusted code has run in.
 
-Warm means: the kernel answers on its channels and has run one silent, empty cell, so its worker (at
-the worker isolation levels) is started, confined and has imported numpy, pandas and plotly.
+Warm means: the kernel answers on its channels and has run one silent cell (``warm_code``, by default
+an empty one), so its worker (at the worker isolation levels) is started, confined and has imported
+numpy, pandas and plotly.
 """
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ from .install import DEFAULT_NAME
 
 # The silent cell that proves a kernel ready: it needs the worker, and leaves no history or count.
 _WARM_CELL = "None"
+# A warm-up for data work (``warm_code``): the first pandas + Plotly cell of a session then costs about
+# what the later ones do (bench/concurrency.py), instead of the libraries' own first-use work. It binds
+# no name; it needs a policy that grants pandas and plotly.
+DATA_STACK_WARMUP = """import pandas as _pd
+import plotly.express as _px
+_px.line(_pd.DataFrame({"x": [0, 1], "y": [0, 1]}), x="x", y="y").to_dict()
+_pd.DataFrame({"g": [0, 1], "v": [1.0, 2.0]}).groupby("g")["v"].agg(["mean", "sum"]).to_string()
+del _pd, _px
+"""
 _BACKOFF_FIRST, _BACKOFF_MAX = 1.0, 30.0
 
 
@@ -76,11 +86,13 @@ class KernelPool:
     ``cwd_root``: where each kernel's fresh working directory is made (default: the system's temporary
     directory); put it on a filesystem with a quota, since the directories share its space.
     ``env``: the kernels' environment (default: this process's); workers pass on only a few variables.
-    ``max_starting``: kernels started at the same time (default: the number of CPUs)."""
+    ``max_starting``: kernels started at the same time (default: the number of CPUs).
+    ``warm_code``: the silent cell each kernel runs before it is handed out, under the kernel's policy
+    like any cell (e.g. DATA_STACK_WARMUP); a kernel whose warm-up fails is not used."""
 
     def __init__(self, size: int, kernel_name: str = DEFAULT_NAME, options: list[str] | None = None,
                  cwd_root: str | None = None, *, env: dict | None = None, startup_timeout: float = 120.0,
-                 max_starting: int | None = None):
+                 max_starting: int | None = None, warm_code: str = _WARM_CELL):
         if int(size) < 1:
             raise ValueError("a pool needs a size of at least 1")
         self.size = int(size)
@@ -90,6 +102,7 @@ class KernelPool:
         self.env = dict(env) if env is not None else None
         self.startup_timeout = float(startup_timeout)
         self.max_starting = max(1, int(max_starting or os.cpu_count() or 1))
+        self.warm_code = warm_code
         self.last_error: str | None = None   # why the last kernel failed to start, if it did
         self.started = 0                     # kernels that became ready, over the pool's life
         self.failed = 0
@@ -215,7 +228,7 @@ class KernelPool:
             kc = km.client()
             kc.start_channels()
             kc.wait_for_ready(timeout=self.startup_timeout)
-            _warm(kc, self.startup_timeout)
+            _warm(kc, self.warm_code, self.startup_timeout)
         except BaseException:
             _stop(km, kc, cwd)
             raise
@@ -265,9 +278,9 @@ class KernelPool:
         self.close()
 
 
-def _warm(kc, timeout: float) -> None:
+def _warm(kc, code: str, timeout: float) -> None:
     """Run the silent warm-up cell and consume its messages, so the session starts with clean queues."""
-    msg_id = kc.execute(_WARM_CELL, silent=True, store_history=False)
+    msg_id = kc.execute(code, silent=True, store_history=False)
     deadline = time.monotonic() + timeout
     reply = idle = None
     while reply is None or idle is None:
