@@ -8,13 +8,18 @@
  * which stays the single place where sizes and attributes are decided. If this file does not
  * compile, sandbox_kernel.gates uses the same fast paths written in Python (slower, same answers).
  *
- * Only the stable C API; no state besides the four references a FastGates holds.
+ * Also here: the gate on str.format and str.format_map for every caller in the process (the cell's own
+ * calls already go through gates.py; these are a library's, such as pandas' Styler.format(template)).
+ * A template with an attribute field ('{0.__globals__}') goes to a Python gate; any other is formatted
+ * by the original methods at once.
+ *
+ * No state besides the references a FastGates holds and the three the format gate keeps.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 /* Raised whenever FastGates' interface changes (gates.py refuses any other build). */
-#define FASTGATES_VERSION 2
+#define FASTGATES_VERSION 3
 
 /* |x| < 2**31 for both operands: the product fits in 62 bits, far below any size cap. */
 #define SMALL_LIMIT (1LL << 31)
@@ -219,11 +224,174 @@ static PyTypeObject FastGatesType = {
     .tp_methods = FastGates_methods,
 };
 
+/* -- the format gate ------------------------------------------------------------------------------------ */
+
+static PyObject *original_format = NULL;      /* str.format as the str type held it */
+static PyObject *original_format_map = NULL;  /* str.format_map */
+static PyObject *format_gate = NULL;          /* gate(original, template, *args, **kwargs) */
+
+/* 1 when some field of the template may read an attribute or an item ('{0.x}', '{0[k]}', nested in a
+   spec or not). Conservative: every '{' starts a candidate field name, which ends at '}', ':', '!' or
+   the next '{' (so escaped braces only cost a trip through the gate). Linear: the scans never overlap. */
+static int
+has_lookup_field(PyObject *template)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(template), i, j;
+    int kind = PyUnicode_KIND(template);
+    const void *data = PyUnicode_DATA(template);
+    Py_UCS4 c;
+    for (i = 0; i < n; i++) {
+        if (PyUnicode_READ(kind, data, i) != '{')
+            continue;
+        for (j = i + 1; j < n; j++) {
+            c = PyUnicode_READ(kind, data, j);
+            if (c == '.' || c == '[')
+                return 1;
+            if (c == '}' || c == ':' || c == '!' || c == '{')
+                break;
+        }
+        i = j - 1;
+    }
+    return 0;
+}
+
+/* original(self, *args, **kwargs) or gate(original, self, *args, **kwargs), args in vectorcall form. */
+static PyObject *
+call_with_prefix(PyObject *callable, PyObject *const *prefix, Py_ssize_t nprefix, PyObject *const *args,
+                 Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *small[8], **stack, *result;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames), total = nprefix + nargs + nkw, i;
+    stack = total <= 8 ? small : PyMem_Malloc(total * sizeof(PyObject *));
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    for (i = 0; i < nprefix; i++)
+        stack[i] = prefix[i];
+    for (i = 0; i < nargs + nkw; i++)
+        stack[nprefix + i] = args[i];
+    result = PyObject_Vectorcall(callable, stack, nprefix + nargs, kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return result;
+}
+
+static PyObject *
+gated_call(PyObject *original, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *prefix[2];
+    if (original == NULL || format_gate == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the format gate is not installed");
+        return NULL;
+    }
+    if (!PyUnicode_Check(self) || !has_lookup_field(self)) {
+        prefix[0] = self;
+        return call_with_prefix(original, prefix, 1, args, nargs, kwnames);
+    }
+    prefix[0] = original;
+    prefix[1] = self;
+    return call_with_prefix(format_gate, prefix, 2, args, nargs, kwnames);
+}
+
+static PyObject *
+gated_format(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return gated_call(original_format, self, args, nargs, kwnames);
+}
+
+static PyObject *
+gated_format_map(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return gated_call(original_format_map, self, args, nargs, kwnames);
+}
+
+static PyMethodDef gated_format_def = {
+    "format", (PyCFunction)(void (*)(void))gated_format, METH_FASTCALL | METH_KEYWORDS,
+    "S.format(*args, **kwargs) -> str (a template whose fields read attributes or items goes through the "
+    "sandbox's format gate while a cell runs)"};
+static PyMethodDef gated_format_map_def = {
+    "format_map", (PyCFunction)(void (*)(void))gated_format_map, METH_FASTCALL | METH_KEYWORDS,
+    "S.format_map(mapping) -> str (gated like S.format)"};
+
+static PyObject *
+str_namespace(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyType_GetDict(&PyUnicode_Type);
+#else
+    Py_XINCREF(PyUnicode_Type.tp_dict);
+    return PyUnicode_Type.tp_dict;
+#endif
+}
+
+/* install_format_gate(gate): str.format and str.format_map become the gated methods (once per process);
+   returns (original format, original format_map). */
+static PyObject *
+install_format_gate(PyObject *Py_UNUSED(module), PyObject *gate)
+{
+    PyObject *namespace, *descr;
+    if (!PyCallable_Check(gate)) {
+        PyErr_SetString(PyExc_TypeError, "install_format_gate: the gate must be callable");
+        return NULL;
+    }
+    namespace = str_namespace();
+    if (namespace == NULL)
+        return NULL;
+    if (original_format == NULL) {
+        original_format = PyDict_GetItemString(namespace, "format");
+        original_format_map = PyDict_GetItemString(namespace, "format_map");
+        if (original_format == NULL || original_format_map == NULL) {
+            original_format = original_format_map = NULL;
+            Py_DECREF(namespace);
+            PyErr_SetString(PyExc_RuntimeError, "install_format_gate: str has no format method");
+            return NULL;
+        }
+        Py_INCREF(original_format);
+        Py_INCREF(original_format_map);
+        descr = PyDescr_NewMethod(&PyUnicode_Type, &gated_format_def);
+        if (descr == NULL || PyDict_SetItemString(namespace, "format", descr) < 0) {
+            Py_XDECREF(descr);
+            Py_DECREF(namespace);
+            return NULL;
+        }
+        Py_DECREF(descr);
+        descr = PyDescr_NewMethod(&PyUnicode_Type, &gated_format_map_def);
+        if (descr == NULL || PyDict_SetItemString(namespace, "format_map", descr) < 0) {
+            Py_XDECREF(descr);
+            Py_DECREF(namespace);
+            return NULL;
+        }
+        Py_DECREF(descr);
+        PyType_Modified(&PyUnicode_Type);
+    }
+    Py_DECREF(namespace);
+    Py_INCREF(gate);
+    Py_XSETREF(format_gate, gate);
+    return Py_BuildValue("(OO)", original_format, original_format_map);
+}
+
+static PyObject *
+lookup_fields(PyObject *Py_UNUSED(module), PyObject *template)
+{
+    if (!PyUnicode_Check(template)) {
+        PyErr_SetString(PyExc_TypeError, "lookup_fields: a str is needed");
+        return NULL;
+    }
+    return PyBool_FromLong(has_lookup_field(template));
+}
+
+static PyMethodDef module_methods[] = {
+    {"install_format_gate", install_format_gate, METH_O,
+     "str.format and str.format_map through the gate for templates with lookup fields; returns the originals"},
+    {"lookup_fields", lookup_fields, METH_O, "whether a template has a field that may read an attribute or item"},
+    {NULL, NULL, 0, NULL}
+};
+
 static struct PyModuleDef fastgates_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sandbox_kernel._fastgates",
-    .m_doc = "C fast paths of three sandbox gates (see gates.make_fast_gates).",
+    .m_doc = "C fast paths of three sandbox gates (see gates.make_fast_gates) and the format gate.",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC

@@ -42,7 +42,7 @@ try:
     from . import _fastgates   # optional C fast paths (setup.py); the Python ones are used without it
 except ImportError:
     _fastgates = None
-if getattr(_fastgates, "VERSION", None) != 2:
+if getattr(_fastgates, "VERSION", None) != 3:
     _fastgates = None   # absent, or a stale build of an older source: the same decisions in Python
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
@@ -102,6 +102,12 @@ _DANGEROUS_BUILTINS = {getattr(_host_builtins, n) for n in (
     "delattr", "breakpoint", "input", "help", "exit", "quit", "dir", "__build_class__", "memoryview",
 ) if hasattr(_host_builtins, n)}
 _DANGEROUS_BUILTINS |= {string.Formatter}
+
+# Top-level modules that are never "a library the policy does not grant" (gates._foreign_module): the
+# standard library (its dangerous modules are FORBIDDEN_ORIGINS) and the sandbox's own.
+_STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "__main__"}
+_NOT_FOREIGN = frozenset({"sandbox_kernel"})
+_SCALAR_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None)})
 
 _NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
 _INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
@@ -304,6 +310,82 @@ class _GatedFormatter(string.Formatter):
         return obj, first
 
 
+class _NoLookupFormatter(string.Formatter):
+    """str.format for a library's call where no engine's gates are at hand: no field may read."""
+
+    def get_field(self, field_name, args, kwargs):
+        first, rest = _string.formatter_field_name_split(field_name)
+        for _ in rest:
+            raise genuine(AttributeDenied(f"'{field_name}' in a format field", "format fields run by a library "
+                                          "may not read attributes or items here"))
+        return self.get_value(first, args, kwargs), first
+
+
+_NO_LOOKUP_FORMATTER = _NoLookupFormatter()
+
+# -- str.format run by libraries ------------------------------------------------------------------------
+# A library that formats a template the cell chose (pandas' Styler.format('{0.__globals__[...]}')) runs
+# str.format in C, where '{0.attr}' reads any attribute. While a cell runs, such a call goes through the
+# same field gate as the cell's own str.format (_GatedFormatter), unless the template is a constant of the
+# library function calling it. str.format and str.format_map are replaced in str's type for the whole
+# process (_fastgates.install_format_gate): templates without attribute or item fields, and every call
+# outside a cell, are formatted by the original methods.
+
+_LOOKUP_FIELD = re.compile(r"\{[^}:!{.\[]*[.\[]")
+_ORIGINAL_FORMAT = str.format
+_ORIGINAL_FORMAT_MAP = str.format_map
+
+
+def _library_format(original, template, args, kwargs, caller):
+    if not cell_is_running() or type(template) is str and template in caller.f_code.co_consts:
+        return original(template, *args, **kwargs)
+    gates = CURRENT_GATES.get()
+    formatter = gates.formatter if gates is not None else _NO_LOOKUP_FORMATTER
+    if original is _ORIGINAL_FORMAT_MAP:
+        if kwargs or len(args) != 1:
+            return original(template, *args, **kwargs)   # format_map's own TypeError
+        return formatter.vformat(str.__str__(template), (), args[0])
+    return formatter.vformat(str.__str__(template), args, kwargs)
+
+
+def _format_gate(original, template, /, *args, **kwargs):
+    """Called by _fastgates' str.format for a template with lookup fields; frame 1 is its caller."""
+    return _library_format(original, template, args, kwargs, sys._getframe(1))
+
+
+def _install_format_gate() -> None:
+    global _ORIGINAL_FORMAT, _ORIGINAL_FORMAT_MAP
+    if _fastgates is not None:
+        _ORIGINAL_FORMAT, _ORIGINAL_FORMAT_MAP = _fastgates.install_format_gate(runtime_callable(_format_gate))
+        return
+    import ctypes
+    import gc
+
+    # without the extension: the same gate in Python, in the dict behind str's mapping proxy
+    namespace = gc.get_referents(type.__dict__["__dict__"].__get__(str))[0]
+    if getattr(namespace["format"], "__st_format_gate__", False):
+        return
+    original_format, original_format_map = namespace["format"], namespace["format_map"]
+
+    def format(self, /, *args, **kwargs):
+        if isinstance(self, str) and _LOOKUP_FIELD.search(self):
+            return _library_format(original_format, self, args, kwargs, sys._getframe(1))
+        return original_format(self, *args, **kwargs)
+
+    def format_map(self, /, *args, **kwargs):
+        if isinstance(self, str) and _LOOKUP_FIELD.search(self):
+            return _library_format(original_format_map, self, args, kwargs, sys._getframe(1))
+        return original_format_map(self, *args, **kwargs)
+    for gated, original in ((format, original_format), (format_map, original_format_map)):
+        gated.__doc__ = original.__doc__
+        gated.__qualname__ = f"str.{gated.__name__}"
+        gated.__st_format_gate__ = True
+        runtime_callable(gated)
+    _ORIGINAL_FORMAT, _ORIGINAL_FORMAT_MAP = original_format, original_format_map
+    namespace["format"], namespace["format_map"] = format, format_map
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(str))
+
+
 # ------------------------------------------------------------------------------------------------
 # Decisions
 # ------------------------------------------------------------------------------------------------
@@ -329,6 +411,7 @@ class Gates:
         self._class_cache: dict = {}
         self._super_cache: dict = {}
         self._instance_types: dict = {}
+        self._foreign_modules: dict = {}   # top-level module name -> True when ungranted third-party code
         self._guarded: dict = {}
         self._match_stand_ins: dict = {}
         self._decimal_context = None   # decimal.Context as this engine's cells see it (_guard_decimal_context)
@@ -499,6 +582,8 @@ class Gates:
                                       "a context is set up once (its precision is bounded then)"))
         subst = self._substitute(obj, t, is_class, n)
         decision = subst or _ALLOW
+        if subst is None and self._foreign_class(obj if is_class else t):
+            decision = self._plain_data_only(obj if is_class else t, n)
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
@@ -529,11 +614,45 @@ class Gates:
         """A bound method is as dangerous as its function (a class may hold shutil.rmtree)."""
         func = method.__func__
         if type(func) is FunctionType and not is_sandbox_function(func) and not _is_runtime_callable(func) \
-                and _origin(func) in FORBIDDEN_ORIGINS or _member(func, self._denied_values):
+                and (_origin(func) in FORBIDDEN_ORIGINS or self._foreign_module(_origin(func))) \
+                or _member(func, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{func.__module__}' are not available"))
         if len(self._safe_functions) < 100_000:
             self._safe_functions.add(func)
         return method
+
+    # -- objects of libraries the policy does not grant ----------------------------------------------
+    # A granted library hands out objects of packages it depends on that the policy does not grant (pandas'
+    # Styler.env is a jinja2 Environment, whose getattr/getitem look up any name, dunders included, in code
+    # the gates never see; dateutil's and pytz's time zones). Their code was never reviewed: the cell may
+    # hold such an object, pass it back to a granted library, print it, and read its plain data (numbers,
+    # text), but not call its methods, read its other attributes, or receive its functions and classes.
+    # The standard library is not "ungranted" here: its dangerous modules are the FORBIDDEN_ORIGINS above.
+
+    def _foreign_module(self, top: str) -> bool:
+        foreign = self._foreign_modules.get(top)
+        if foreign is None:
+            foreign = bool(top) and top not in _NOT_FOREIGN and top not in _STDLIB_MODULES and \
+                not self.policy.module_allowed(top)
+            self._foreign_modules[top] = foreign
+        return foreign
+
+    def _foreign_class(self, cls) -> bool:
+        if is_sandbox_class(cls):
+            return False
+        module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
+        return type(module) is str and self._foreign_module(module.split(".", 1)[0])
+
+    def _plain_data_only(self, cls, n):
+        deny, name = self.deny, _type_name(cls)
+
+        def read(obj):
+            value = getattr(obj, n)
+            if type(value) not in _SCALAR_TYPES:
+                deny(AttributeDenied(f"'{n}' of {name}", "objects of libraries the policy does not grant are "
+                                     "opaque: only their plain data (numbers, text) can be read"))
+            return value
+        return read
 
     def _private_readable(self, obj, is_class, n) -> bool:
         if n.startswith("__") and n.endswith("__"):
@@ -801,7 +920,8 @@ class Gates:
                 # from a dict the cell chose; cells get the one-argument type instead. Subclass
                 # abc.ABC or enum.Enum to use them.
                 return SandboxType
-            if _origin(value) in FORBIDDEN_ORIGINS and not _is_denial_class(value) and value not in _MEMORY_FILES:
+            if (_origin(value) in FORBIDDEN_ORIGINS or self._foreign_class(value)) and not _is_denial_class(value) \
+                    and value not in _MEMORY_FILES:
                 self.deny(AttributeDenied(f"'{name}'", f"classes from '{value.__module__}' are not available"))
             return value
         target = value.func if t is functools.partial else value
@@ -812,7 +932,8 @@ class Gates:
         owner = getattr(target, "__self__", None)
         if type(target) is BuiltinFunctionType and owner is not None and type(owner) is not ModuleType:
             return value  # a bound builtin method of an object the cell already holds
-        if _origin(target) in FORBIDDEN_ORIGINS:
+        origin = _origin(target)
+        if origin in FORBIDDEN_ORIGINS or self._foreign_module(origin):
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{target.__module__}' are not available"))
         return value
 
@@ -914,6 +1035,10 @@ class Gates:
             pass
         self._catch_up_with_loaded_modules()
         n = _normalise(name)
+        if not n.isidentifier():
+            # an attribute name is also text some libraries turn into code (dataclass fields, namedtuple-like
+            # factories): a name that is not an identifier is never one an honest cell needs
+            self.deny(AttributeDenied(repr(n)[:60] + " (write)", "attribute names must be identifiers"))
         if t is ModuleType:
             self.deny(AttributeDenied(f"'{n}' of module '{obj.__dict__.get('__name__')}'",
                                       "modules are read-only in the sandbox"))
@@ -1328,6 +1453,9 @@ class Gates:
                 self.deny(BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox"))
             if _is_class(b) and b.__module__ == "sandbox_kernel.denials":
                 self.deny(BuiltinDenied(f"a subclass of {b.__name__}", "the sandbox's refusals cannot be imitated"))
+            if _is_class(b) and self._foreign_class(b):
+                self.deny(BuiltinDenied(f"a subclass of {_type_name(b)}", "classes of libraries the policy does "
+                                        "not grant cannot be subclassed"))
         meta = kwargs.get("metaclass")
         if meta is SandboxType:
             kwargs.pop("metaclass")
@@ -1637,6 +1765,7 @@ for _cls in _TEXT:
     add_stand_in_kind("join", _cls, ("join",))
     add_stand_in_kind("pad", _cls, ("ljust", "rjust", "center", "zfill", "expandtabs"))
     add_stand_in_kind("grow_text", _cls, ("replace", "translate"))
+_install_format_gate()   # before the stand-ins: the cell's own str.format is the gated one's stand-in
 add_stand_in_kind("format", str, ("format",))
 add_stand_in_kind("format_map", str, ("format_map",))
 add_stand_in_kind("range_walk", range, ("count", "index"))
