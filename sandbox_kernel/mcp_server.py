@@ -133,11 +133,11 @@ def build_server(settings: SessionSettings, *, stdio: bool, max_sessions: int = 
     server.sessions = registry  # for tests and embedding
 
     async def session_for(ctx: Context, handle: str | None) -> tuple[str, AsyncSandboxSession, str | None]:
-        """(key, session, handle to report) for this call's client."""
+        """(key, session, the handle of a sandbox just made for a client without protocol sessions)."""
         if stdio:
             return STDIO_KEY, await registry.get(STDIO_KEY, create=True), None
         if handle:
-            return "h:" + handle, await registry.get("h:" + handle, create=False), handle
+            return "h:" + handle, await registry.get("h:" + handle, create=False), None
         protocol_session = (ctx.headers or {}).get("mcp-session-id")
         if protocol_session:
             key = "s:" + protocol_session
