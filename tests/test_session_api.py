@@ -278,3 +278,43 @@ def test_a_session_without_cwd_gets_a_private_directory_removed_at_close():
     assert not os.path.exists(cwd)
     with pytest.raises(SandboxError):
         s.run("1")
+
+
+# -- the documented examples run and print what they say ---------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python_blocks(path):
+    import re
+
+    text = open(path, encoding="utf-8").read()
+    return text, re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+
+
+def _run_example(code, tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_agents_doc_session_example_prints_what_it_says(tmp_path):
+    import re
+
+    require_kernelspec()
+    text, blocks = _python_blocks(os.path.join(ROOT, "docs", "agents.md"))
+    example = next(b for b in blocks if "SandboxSession(" in b)
+    promised = re.findall(r"prints\n\n```\n(.*?)```", text, re.DOTALL)[1]
+    assert _run_example(example, tmp_path) == promised
+
+
+def test_readme_agent_example_runs(tmp_path):
+    require_kernelspec()
+    _, blocks = _python_blocks(os.path.join(ROOT, "README.md"))
+    example = next(b for b in blocks if "SandboxSession(" in b)
+    lines = _run_example(example, tmp_path).splitlines()
+    assert lines[0] == "mean 45.2 1 None"
+    assert lines[1].startswith("ImportDenied: import of 'os' is not allowed by policy 'data-science' (line 1)")
