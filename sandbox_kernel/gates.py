@@ -108,6 +108,7 @@ _DANGEROUS_BUILTINS |= {string.Formatter}
 _STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "__main__"}
 _NOT_FOREIGN = frozenset({"sandbox_kernel"})
 _SCALAR_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None)})
+_C_DATA_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)   # slots and C fields
 
 _NAMES_READ_NEVER = FRAME_ATTRIBUTES | {"mro", "f_trace_lines", "f_trace_opcodes"}
 _INTERNAL_TYPES = (FrameType, CodeType, TracebackType)
@@ -644,13 +645,23 @@ class Gates:
         return type(module) is str and self._foreign_module(module.split(".", 1)[0])
 
     def _plain_data_only(self, cls, n):
+        """The read of cls's n: refused before any of the library's code could run (a property, a method, a
+        __getattr__ of its own), and refused after it unless the value is plain data."""
         deny, name = self.deny, _type_name(cls)
+
+        def refuse():
+            deny(AttributeDenied(f"'{n}' of {name}", "objects of libraries the policy does not grant are "
+                                 "opaque: only their plain data (numbers, text) can be read"))
+        raw = _raw_attribute(cls, n)
+        if raw is not None and not isinstance(raw, _C_DATA_DESCRIPTORS) and hasattr(type(raw), "__get__") or \
+                raw is None and any(_raw_attribute(cls, hook) is not None and _raw_attribute(cls, hook) is not
+                                    getattr(object, hook) for hook in ("__getattr__", "__getattribute__")):
+            refuse()
 
         def read(obj):
             value = getattr(obj, n)
             if type(value) not in _SCALAR_TYPES:
-                deny(AttributeDenied(f"'{n}' of {name}", "objects of libraries the policy does not grant are "
-                                     "opaque: only their plain data (numbers, text) can be read"))
+                refuse()
             return value
         return read
 

@@ -105,3 +105,88 @@ def test_public_fields_still_work_after_denials(sandbox):
     sandbox.run('"{0.__class__}".format(1)')
     r = sandbox.run('print("{0.name:>8}|{1:.2f}|{2!r}".format(o, 3.14159, "s"))')
     assert r.ok and r.stdout == "  public|3.14|'s'\n", r
+
+
+# --- format strings run by libraries (review R10-2) -------------------------------------------------------
+# pandas' Styler.format / format_index / relabel_index call template.format(value) inside pandas, where the
+# C str.format read any attribute. str.format and str.format_map are gated in the str type itself: while a
+# cell runs, a template with attribute or item fields goes through the cell's field gate unless it is a
+# constant of the library function formatting it. The reviewer's three routes are in
+# test_attacks_review_none.py; these are the variants.
+
+LIBRARY_FORMAT_ROUTES = {
+    "styler_formatter_dict": "pd.DataFrame({'a': [f]}, dtype=object).style.format({'a': FIELD}).to_html()",
+    "styler_format_subset": "pd.DataFrame({'a': [f], 'b': [1]}, dtype=object).style.format(FIELD, subset=['a'])"
+                            ".to_html()",
+    "styler_format_index_columns": "pd.DataFrame({f: [1]}).style.format_index(FIELD, axis=1).to_html()",
+    "styler_to_latex": "pd.DataFrame({'a': [f]}, dtype=object).style.format(FIELD).to_latex()",
+    "styler_to_string": "pd.DataFrame({'a': [f]}, dtype=object).style.format(FIELD).to_string()",
+    "styler_nested_spec": "pd.DataFrame({'a': [1]}).style.format('{0:{0.__class__.__name__}}').to_html()",
+    "host_helper_format": "lib_format(FIELD, f)",
+    "host_helper_format_map": "lib_format_map(FIELD.replace('{0', '{v'), {'v': f})",
+    "host_helper_str_subclass": "lib_format(S(FIELD), f)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(LIBRARY_FORMAT_ROUTES))
+def test_library_formatting_of_a_cells_template_is_gated(sandbox, host_secret, route):
+    sandbox.ns["lib_format"] = lambda template, value: template.format(value)   # a library's helper
+    sandbox.ns["lib_format_map"] = lambda template, mapping: template.format_map(mapping)
+    assert sandbox.run(SETUP).ok
+    r = sandbox.run("FIELD = '{0.__globals__[os].sys.modules[sandbox_test_host_secret].SECRET}'\n"
+                    f"print({LIBRARY_FORMAT_ROUTES[route]})")
+    assert not r.ok and r.denied("attribute"), r
+    assert not r.leaked(host_secret)
+
+
+def test_a_librarys_own_template_is_its_own(sandbox):
+    """A library's constant template reads what the library chose, dunders included."""
+    sandbox.ns["describe"] = lambda value: "{0.__class__.__name__}:{0.real}".format(value)
+    r = sandbox.run("print(describe(3))")
+    assert r.ok and r.stdout == "int:3\n", r
+
+
+def test_honest_library_formatting_still_works(run):
+    r = run("import pandas as pd\n"
+            "df = pd.DataFrame({'a': [1.2345, 2.5], 'c': [1+2j, 3j]}, index=['x', 'y'])\n"
+            "h = df.style.format({'a': '{:.2f}', 'c': '{0.real:.1f}'}).format_index('[{}]').to_html()\n"
+            "print('1.23' in h, '>1.0<' in h, '[x]' in h, '{0} {name}'.format(1, name='n'))")
+    assert r.ok and r.stdout == "True True True 1 n\n", r
+
+
+def test_the_host_formats_freely_between_cells(run):
+    run("x = 1")
+    assert "{0.__class__.__name__}".format(1) == "int" and "{a.real}".format_map({"a": 2}) == "2"
+
+
+LIBRARY_FORMAT_WITHOUT_EXTENSION = """\
+import json, sys, tempfile
+sys.modules['sandbox_kernel._fastgates'] = None     # as if the C extension had not been built
+from sandbox_kernel.engine import Engine
+from sandbox_kernel.policy import PRESETS
+from sandbox_kernel import gates
+assert gates._fastgates is None and getattr(str.__dict__['format'], '__st_format_gate__', False)
+eng = Engine(PRESETS['data-science'], workdir=tempfile.mkdtemp())
+report = {}
+for name, src in (("attack", "import json, pandas as pd\\n"
+                             "x = pd.DataFrame({'a': [json.dumps]}, dtype=object).style.format("
+                             "'{0.__globals__[codecs].__name__}').to_html()"),
+                  ("honest", "import pandas as pd\\nx = pd.DataFrame({'a': [1.5]}).style.format('{:.2f}').to_html()"
+                             "\\ny = '{0.real}'.format(2)")):
+    done = eng.run_cell(src, emit=lambda e: None)
+    report[name] = (done['error'] or {}).get('ename')
+report['host'] = '{0.__class__.__name__}|{self}'.format(1, self=2)
+print(json.dumps(report))
+"""
+
+
+def test_library_formatting_is_gated_without_the_extension():
+    import json
+    import subprocess
+    import sys
+    from childcell import REPO
+    out = subprocess.run([sys.executable, "-c", LIBRARY_FORMAT_WITHOUT_EXTENSION], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"attack": "AttributeDenied", "honest": None, "host": "int|2"}, report

@@ -3,7 +3,8 @@
 Each test performs the real attack in an Engine with the data-science policy and asserts that it failed
 and nothing happened: no process ran (no file it would write exists), no host secret (a host module's
 attribute, a file outside the working directory) reached the cell's output, host modules unchanged.
-Attacks that succeeded when this file was written are strict xfails marked FINDING (not fixed here).
+The four findings (R10-1 .. R10-4) succeeded when this file was written; each is now closed at its sink
+(docs/security.md, "Inventory of sinks") and runs here as a plain test, with the variants in the sink's file.
 """
 from __future__ import annotations
 
@@ -39,8 +40,6 @@ print(run(G(os, "read"), fd, 200))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R10-1: pandas Styler's jinja2 Environment (getattr/getitem) reaches "
-                                       "the real os/sys/builtins; a fresh contextvars.Context escapes the audit hook")
 @pytest.mark.parametrize("route", sorted(JINJA_ROUTES))
 def test_jinja_environment_from_styler_is_not_a_full_escape(run, tmp_path, outside, host_secret, route):
     marker = outside / "pwned-by-jinja"
@@ -88,8 +87,6 @@ print({route})
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R10-2: pandas Styler runs str.format attribute fields of a cell's "
-                                       "format string outside the attribute gate (any host object readable)")
 @pytest.mark.parametrize("route", sorted(FORMAT_ROUTES))
 def test_styler_format_strings_do_not_read_host_objects(run, host_secret, route):
     from conftest import HOST_SECRET_MODULE
@@ -127,8 +124,6 @@ dataclasses.dataclass(C, repr=False, eq=False)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R10-3: update_wrapper plants __annotations__ on a cell class; "
-                                       "@dataclass exec()s source built from its keys (code injection)")
 def test_dataclass_source_cannot_be_injected_through_annotations(run, outside):
     marker = outside / "pwned-by-dataclass"
     run(DATACLASS_INJECTION.format(marker=marker))
@@ -157,8 +152,6 @@ D(name="d")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R10-4: scipy exec()s rv_generic._parse_arg_template, a string a "
-                                       "cell subclass of rv_continuous supplies (code injection)")
 def test_scipy_distribution_template_is_not_executed_from_a_cell_subclass(run, outside):
     marker = outside / "pwned-by-scipy-template"
     run(SCIPY_TEMPLATE_INJECTION.format(marker=marker))

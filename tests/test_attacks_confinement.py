@@ -1,0 +1,164 @@
+"""The confinement sink (confine.py): who is confined while a cell runs.
+
+The audit hook and the path hooks used to decide by a ContextVar only. A fresh contextvars.Context (in
+sys.modules, so any escape reaches it) runs code with that variable unset, and on the cell's own thread
+nothing else confined it: review R10-1 ran `id` and read a file outside the working directory with
+contextvars.Context().run(os.system, ...). Now, while a cell runs, its thread is confined whatever its
+Context, so is every thread a cell started (in this cell or an earlier one), and only the kernel's own
+threads (alive before the cell, started by no cell) are not.
+
+"Ungated Python" is simulated here by a host function placed in the cell's namespace: it stands for
+whatever an escape reaches (a library's helper, a real builtin). The cell calls it; it runs host code,
+never rewritten, so only the sinks stand between it and the host.
+"""
+from __future__ import annotations
+
+import contextvars
+import os
+import socket
+import threading
+
+import pytest
+
+from sandbox_kernel import confine
+
+
+def _in_a_fresh_context(fn, *args):
+    return contextvars.Context().run(fn, *args)
+
+
+FRESH_CONTEXT_ESCAPES = {
+    "process": lambda marker, secret: _in_a_fresh_context(os.system, f"id > {marker}"),
+    "read_outside": lambda marker, secret: _in_a_fresh_context(lambda: open(secret).read()),
+    "read_outside_os_open": lambda marker, secret: _in_a_fresh_context(
+        lambda: os.read(os.open(secret, os.O_RDONLY), 100)),
+    "write_outside": lambda marker, secret: _in_a_fresh_context(lambda: open(marker, "w").write("x")),
+    "stat_outside": lambda marker, secret: _in_a_fresh_context(os.stat, secret),
+    "exec_source": lambda marker, secret: _in_a_fresh_context(exec, f"open({str(marker)!r}, 'w').write('x')"),
+    "copied_context": lambda marker, secret: contextvars.copy_context().run(
+        lambda: (confine._FS.set(None), os.system(f"id > {marker}"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_CONTEXT_ESCAPES))
+def test_a_fresh_context_on_the_cells_thread_is_confined(sandbox, outside, tmp_path, host_secret, name):
+    marker = outside / f"pwned-{name}"
+    sandbox.ns["escape"] = lambda: FRESH_CONTEXT_ESCAPES[name](marker, tmp_path / "secret.txt")
+    r = sandbox.run("print(escape())")
+    assert not r.ok and r.error_name in ("OperationDenied", "FileDenied", "FileNotFoundError"), r
+    assert not marker.exists() and not r.leaked(host_secret), r
+
+
+def test_a_fresh_context_cannot_reach_the_network(sandbox):
+    sandbox.ns["connect"] = lambda: _in_a_fresh_context(socket.create_connection, ("127.0.0.1", 9), 1)
+    r = sandbox.run("connect()")
+    assert not r.ok and r.error_name == "NetworkDenied", r
+
+
+def test_the_cells_thread_is_the_hosts_again_after_the_cell(sandbox, outside, host_secret, tmp_path):
+    """Between cells the kernel (which at level none is this very thread) works as before."""
+    sandbox.run("x = 1")
+    assert _in_a_fresh_context(lambda: open(tmp_path / "secret.txt").read()).strip() == host_secret
+    (outside / "host-writes").write_text("fine")
+    assert not confine.cell_is_running()
+
+
+class _Pool:
+    """A library's worker thread that outlives the cell that started it (a persistent pool)."""
+
+    def __init__(self):
+        self.jobs: list = []
+        self.results: list = []
+        self.wake = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
+
+    def _work(self):
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            job = self.jobs.pop()
+            if job is None:
+                return
+            try:
+                self.results.append(("ok", job()))
+            except BaseException as exc:  # noqa: B902 - the job's outcome is the result
+                self.results.append(("error", type(exc).__name__))
+            self.done.set()
+
+    def run(self, job):
+        self.done.clear()
+        self.jobs.append(job)
+        self.wake.set()
+        assert self.done.wait(30)
+        return self.results[-1]
+
+    def stop(self):
+        self.jobs.append(None)
+        self.wake.set()
+        self.thread.join(10)
+
+
+def test_a_thread_started_in_a_cell_stays_confined_in_later_cells(sandbox, outside):
+    pools = []
+    sandbox.ns["start_pool"] = lambda: pools.append(_Pool())
+    target = outside / "from-a-pool"
+    sandbox.ns["write_outside"] = lambda: pools[0].run(lambda: open(target, "w").write("x"))
+    try:
+        assert sandbox.run("start_pool()").ok
+        r = sandbox.run("result_of_write = write_outside()")
+        assert r.ok, r
+        assert sandbox.ns["result_of_write"] == ("error", "FileDenied"), sandbox.ns["result_of_write"]
+        assert not target.exists()
+    finally:
+        for pool in pools:
+            pool.stop()
+
+
+def test_the_kernels_own_threads_keep_working_while_a_cell_runs(sandbox, outside):
+    """A thread alive before the cell that no cell started (ipykernel's iopub, control, heartbeat) is not
+    confined: the kernel writes outside the working directory during the cell."""
+    pool = _Pool()
+    target = outside / "kernel-thread-writes"
+    sandbox.ns["kernel_work"] = lambda: pool.run(lambda: open(target, "w").write("kernel"))
+    try:
+        r = sandbox.run("outcome = kernel_work()")
+        assert r.ok and sandbox.ns["outcome"] == ("ok", 6), (r, sandbox.ns.get("outcome"))
+        assert target.read_text() == "kernel"
+    finally:
+        pool.stop()
+
+
+def test_a_new_thread_of_the_kernel_with_a_reused_ident_is_confined(sandbox, outside):
+    """Thread idents are reused: a kernel thread that ended during the cell leaves its ident to the next
+    thread started, which is a new thread (the cell's) and confined."""
+    kernel_thread = _Pool()
+    target = outside / "reused-ident"
+    reused = []
+
+    def end_and_start():
+        kernel_thread.stop()
+        for _ in range(50):   # CPython hands the freed ident to the next thread almost always
+            box = []
+            t = threading.Thread(target=lambda: box.append(
+                (threading.get_ident(), _try(lambda: open(target, "w").write("x")))))
+            t.start()
+            t.join()
+            if box[0][0] == kernel_thread.thread.ident:
+                reused.append(box[0][1])
+                return
+    sandbox.ns["end_and_start"] = end_and_start
+    r = sandbox.run("end_and_start()")
+    assert r.ok, r
+    if not reused:
+        pytest.skip("no ident was reused in 50 threads")
+    assert reused == ["FileDenied"] and not target.exists()
+
+
+def _try(job):
+    try:
+        job()
+        return "ok"
+    except BaseException as exc:  # noqa: B902
+        return type(exc).__name__
