@@ -33,7 +33,8 @@ FORGED_IMPORT = ("ImportDenied: import of 'os' is not allowed by policy 'data-sc
 
 # Output texts whose rendered lines start like a sandbox denial although the cell never imported 'os'.
 _FORGED_LINE_PROBE = (
-    "out => { const hits = [...out.querySelectorAll(\"" + OUTPUT + "[data-mime-type='application/vnd.jupyter.stderr']\")]"
+    "out => { const hits = [...out.querySelectorAll(\"" + OUTPUT
+    + "[data-mime-type='application/vnd.jupyter.stderr']\")]"
     ".flatMap(o => o.innerText.split('\\n')).filter(l => l.startsWith(\"ImportDenied: import of 'os'\"));"
     " return hits.length ? 'a rendered stderr line reads: ' + hits[0] : ''; }")
 
@@ -73,7 +74,8 @@ CELLS = (
          "print('visible \\x1b[38;2;255;255;255;48;2;255;255;255mHIDDEN\\x1b[0m visible')",
          probe="out => { const s = [...out.querySelectorAll('span')].find(e => e.textContent === 'HIDDEN');"
                " if (!s) return ''; const c = getComputedStyle(s);"
-               " return c.color === c.backgroundColor ? 'HIDDEN drawn in ' + c.color + ' on ' + c.backgroundColor : ''; }"),
+               " return c.color === c.backgroundColor ?"
+               " 'HIDDEN drawn in ' + c.color + ' on ' + c.backgroundColor : ''; }"),
     Cell("html_bidi", "RLO kept in HTML text reorders what the browser shows",
          _html("<p>invoice_\u202egpj.exe</p>")),
     Cell("html_heading_ids", "headings in HTML output: does JupyterLab give them ids from their text?",
@@ -81,7 +83,8 @@ CELLS = (
          probe="out => [...out.querySelectorAll('[id]')].map(e => e.tagName + '#' + e.id).join(', ')"),
     Cell("plotly_mathjax_title", "TeX \\style with a remote url() in a Plotly title",
          _plotly({"data": [{"type": "scatter", "x": [1, 2], "y": [1, 2]}],
-                  "layout": {"title": {"text": f"$\\style{{background:url(//{EVIL}/plotly_mathjax_title/b.png)}}{{x}}$"}}}),
+                  "layout": {"title": {"text": "$\\style{background:url(//" + EVIL
+                                               + "/plotly_mathjax_title/b.png)}{x}$"}}}),
          mime="plotly"),
     Cell("html_mxss_batch", "classic mutation-XSS payloads through the HTML route",
          _html("<noscript><p title=\"</noscript><img src=x onerror=window.__pwned_html_mxss_batch=1>\"></noscript>"

@@ -315,7 +315,8 @@ MXSS = [
     '<q cite="//evil.example/q">q</q><blockquote cite="//evil.example/b">b</blockquote>'
     '<table background="//evil.example/t"><td background=x>x</table>',
     '<a name="jp-main-content-panel" id="x">n</a><img name="getElementById"><form name="x"><input name=y>',
-    '<p dir="rtl" lang="x" hidden>x</p><div popover>o</div><details open ontoggle=alert(1)><summary>s</summary></details>',
+    '<p dir="rtl" lang="x" hidden>x</p><div popover>o</div>'
+    '<details open ontoggle=alert(1)><summary>s</summary></details>',
 ]
 
 
@@ -382,7 +383,8 @@ SPAN_STYLES = [
     f"font-family:'a\\';background:url({URL})'", f"color:red/*;*/;background:url({URL})",
     f"color:red;/*x*/background:url({URL})", f"font-family:a\\;background:url({URL})",
     f"COLOR:red;BACKGROUND:url({URL})", f"color:red\n;background:url({URL})", f"color:red;b\\61 ckground:url({URL})",
-    f"color:red;background\\:url({URL})", f"font-family:\\27;background:url({URL})", f"color:red}};*{{background:url({URL})",
+    f"color:red;background\\:url({URL})", f"font-family:\\27;background:url({URL})",
+    f"color:red}};*{{background:url({URL})",
     f"font-family:a(;background:url({URL}));color:red", f"font-family:[;background:url({URL})]",
     f"color:red;background:u\\rl({URL})", f"color:&quot;;background:url({URL})", f"text-decoration:url({URL})",
     f"letter-spacing:1px;background-image:url({URL})", f"fill:url(#a) url({URL})", f"color:red;mask:url({URL})",
@@ -425,6 +427,42 @@ def test_plotly_update_paths_with_huge_indices_and_deep_paths_stay_bounded(kerne
     assert result["status"] == "ok"
     assert "evil.example" not in json.dumps(published(result))
     assert kernel_peak_kb(kernel) - before < 200_000
+
+
+HOSTILE_FRAME = ('import pandas as pd\nimport plotly.express as px\n'
+                 'df = pd.DataFrame({"c": ["<a href=\'http://evil.example/a\'>x</a>", '
+                 '"<img src=//evil.example/i onerror=alert(1)>"], "v": [1, 2]})\n')
+
+
+def test_an_express_figure_with_hostile_values_is_rebuilt_on_every_route(kernel):
+    """plotly.express and graph_objects methods, published as the cell's value and as result["chart"]."""
+    result = kernel.run(HOSTILE_FRAME + 'fig = px.bar(df, x="c", y="v", hover_data={"c": True}, '
+                        'title="<span style=\'background:url(//evil.example/t)\'>t</span>")\n'
+                        'fig.add_layout_image(source="http://evil.example/img.png", x=0, y=1, sizex=1, sizey=1)\n'
+                        'fig.update_layout(map_style="open-street-map")\n'
+                        'result = {"output": "r", "chart": fig}')
+    value = kernel.run("fig")
+    assert result["status"] == "ok" and value["status"] == "ok"
+    figures = [d[PLOTLY] for r in (result, value) for d in published(r) if PLOTLY in d] + result["charts"]
+    assert len(figures) >= 2
+    for figure in figures:
+        for text in strings({"data": figure["data"], "layout": figure["layout"]}):
+            assert "url(" not in text and "href" not in text.lower() and "<img" not in text.lower(), text
+        for image in figure["layout"].get("images", []):
+            assert "source" not in image or image["source"].startswith("data:image/"), image
+
+
+def test_pandas_styler_and_raw_table_html_keep_no_style_class_or_handler(kernel):
+    result = kernel.run(HOSTILE_FRAME + 'display(df.style.set_table_styles([{"selector": "td", '
+                        '"props": "background:url(//evil.example/s)"}])'
+                        '.set_table_attributes("onclick=alert(1) class=jp-Dialog").format(escape=None))\n'
+                        'class T:\n    def _repr_html_(self):\n        return df.to_html(escape=False)\ndisplay(T())')
+    htmls = [d["text/html"] for d in published(result) if "text/html" in d]
+    assert result["status"] == "ok" and len(htmls) == 2
+    for html in htmls:
+        for tag, attributes in elements(html):
+            assert tag in ALLOWED_TAGS and set(attributes) <= ALLOWED_ATTRIBUTES, (tag, attributes)
+            assert "evil.example" not in (attributes.get("src") or "") + (attributes.get("href") or "")
 
 
 # -- The kernel's own work on output ---------------------------------------------------------------
