@@ -633,9 +633,12 @@ class Gates:
     def _foreign_module(self, top: str) -> bool:
         foreign = self._foreign_modules.get(top)
         if foreign is None:
-            foreign = bool(top) and top not in _NOT_FOREIGN and top not in _STDLIB_MODULES and \
+            # (a loaded top-level package: C functions name made-up modules, scipy.odr.odr says '_odrpack')
+            loaded = type(sys.modules.get(top)) is ModuleType
+            foreign = loaded and top not in _NOT_FOREIGN and top not in _STDLIB_MODULES and \
                 not self.policy.module_allowed(top)
-            self._foreign_modules[top] = foreign
+            if loaded:
+                self._foreign_modules[top] = foreign
         return foreign
 
     def _foreign_class(self, cls) -> bool:

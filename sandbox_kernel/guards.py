@@ -360,9 +360,11 @@ def _guard_typing_introspection(fn, gates):
     return runtime_callable(introspect)
 
 
-def _guard_target_is_sandboxed(position_name: str):
+def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
     """Decorators and helpers that write attributes onto their argument (dataclass, update_wrapper,
-    total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made."""
+    total_ordering, no_type_check, abstractmethod, final ...) may only change what the cell made.
+    field_names: the class's annotation keys become source text (dataclass): identifiers only (the
+    source-to-code sink in confine.py refuses the rest anyway; this says why, earlier)."""
     def factory(fn, gates):
         def check(target):
             if not (is_sandbox_class(target) or is_sandbox_function(target) or
@@ -371,6 +373,11 @@ def _guard_target_is_sandboxed(position_name: str):
                 gates.deny(CallDenied(f"{fn.__name__}() of {_type_name(target)}",
                                       f"it changes its {position_name}; only classes and functions "
                                       f"defined in the cell may be changed"))
+            annotations = type.__dict__["__dict__"].__get__(target).get("__annotations__") \
+                if field_names and isinstance(target, type) else None
+            if type(annotations) is dict and not all(type(k) is str and k.isidentifier() for k in annotations):
+                gates.deny(CallDenied(f"{fn.__name__}() of a class with a field name that is not an identifier",
+                                      "field names become the text of the generated methods"))
 
         def guarded(*args, **kwargs):
             targets = list(args[:1]) + [v for k, v in kwargs.items() if k in _TARGET_KEYWORDS]
@@ -575,7 +582,7 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 functools.wraps: _guard_wraps,
                 functools.update_wrapper: _guard_target_is_sandboxed("wrapper"),
                 functools.total_ordering: _guard_target_is_sandboxed("class"),
-                dataclasses.dataclass: _guard_target_is_sandboxed("class"),
+                dataclasses.dataclass: _guard_target_is_sandboxed("class", field_names=True),
                 typing.no_type_check: _guard_target_is_sandboxed("argument"),
                 typing.final: _guard_target_is_sandboxed("argument"),
                 typing.runtime_checkable: _guard_target_is_sandboxed("class"),
@@ -973,8 +980,8 @@ def _gated_lookup(own_names):
                 gates = CURRENT_GATES.get()
                 if gates is not None:
                     return gates.builtin_setattr(obj, name, value)
-                if name.startswith("_"):
-                    raise genuine(CallDenied(f"setting '{name}' by string", "only public names"))
+                if name.startswith("_") or not name.isidentifier():
+                    raise genuine(CallDenied(f"setting {name[:40]!r} by string", "only public identifiers"))
         return _BUILTIN_SETATTR(obj, name, value)
     lookup_getattr.__name__, lookup_hasattr.__name__, lookup_setattr.__name__ = "getattr", "hasattr", "setattr"
     return lookup_getattr, lookup_hasattr, lookup_setattr

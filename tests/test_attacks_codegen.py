@@ -87,6 +87,32 @@ def test_dataclass_text_is_built_from_identifiers_only(run, outside, host_secret
     assert not marker.exists() and not r.leaked(host_secret), r
 
 
+def test_the_sink_refuses_dataclass_text_a_library_builds_from_cell_names(sandbox, outside, host_secret):
+    """The guarded dataclass() refuses such names before it starts; a library applying the real dataclass
+    to a cell class (simulated: the host's dataclass in the namespace) meets the sink itself."""
+    import dataclasses
+    marker = outside / "pwned-unguarded-dataclass"
+    sandbox.ns["library_dataclass"] = dataclasses.dataclass
+    r = sandbox.run(f"NAME = {INJECTED_NAME.format(marker=marker)!r}\n"
+                    "class C:\n    pass\nC.__annotations__ = {NAME: int}\nlibrary_dataclass(C)")
+    assert not r.ok and r.error_name == "OperationDenied", r
+    assert not marker.exists() and not r.leaked(host_secret), r
+    r = sandbox.run("class P:\n    pass\nP.__annotations__ = {'x': int}\nprint(library_dataclass(P)(1))")
+    assert r.ok and r.stdout == "P(x=1)\n", r
+
+
+def test_forward_references_are_compiled_but_never_evaluated(sandbox, host_secret):
+    """typing compiles a string annotation into a ForwardRef (harmless: NamedTuple does it for every string
+    annotation) and evaluates it with eval() when someone asks for type hints: a library doing that for a
+    cell class (simulated by the host's get_type_hints) runs the cell's text, which the sink refuses."""
+    import typing
+    sandbox.ns["library_type_hints"] = typing.get_type_hints
+    r = sandbox.run("class C:\n    x: \"__import__('sys').modules['sandbox_test_host_secret'].SECRET\"\n"
+                    "print(library_type_hints(C))")
+    assert not r.ok and r.error_name == "OperationDenied", r
+    assert not r.leaked(host_secret)
+
+
 def test_setattr_refuses_names_that_are_not_identifiers(run):
     for src in ("class C:\n    pass\nsetattr(C, 'a b', 1)",
                 "class C:\n    pass\nc = C()\nsetattr(c, 'x-y', 1)",
