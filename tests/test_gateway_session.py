@@ -2,7 +2,6 @@
 WebSocket API by SandboxSession(gateway_url=...). The kernel runs with the installed kernelspec's
 defaults (isolation `kernel` on Linux), as a gateway operator would deploy it."""
 import json
-import os
 import socket
 import subprocess
 import sys
