@@ -574,8 +574,19 @@ def _installed_template_code(frame, event) -> bool:
     return type(code).__name__ == "code" and _installation_path(code.co_filename) is not None
 
 
-def _dotted_name_value(frame, event) -> bool:
-    return _dotted_identifier(frame.f_locals.get("s"))
+def _builtin_signature_name(frame, event) -> bool:
+    """inspect.signature of a builtin evaluates the dotted names in its __text_signature__ defaults
+    (sys.maxsize) and keeps constants: the object must be a library's, never a cell's (whose own
+    __text_signature__ could name any module's constant)."""
+    if not _dotted_identifier(frame.f_locals.get("s")):
+        return False
+    gates = sys.modules.get("sandbox_kernel.gates")
+    inspect = sys.modules.get("inspect")
+    outer = _caller_frame(frame, getattr(getattr(inspect, "_signature_fromstr", None), "__code__", None), 12)
+    if outer is None or gates is None:
+        return outer is not None
+    obj = outer.f_locals.get("obj")
+    return not (gates.is_sandbox_class(type(obj)) or gates.is_sandbox_class(obj) or gates.is_sandbox_function(obj))
 
 
 def _always(frame, event) -> bool:
@@ -594,7 +605,7 @@ _SOURCE_CALLERS_SPEC = (
     ("collections", "namedtuple", _always),          # names interned as exact str and checked as identifiers
     ("dataclasses", "_create_fn", _dataclass_fields_are_identifiers),              # 3.10 - 3.12
     ("dataclasses", "_FuncBuilder.add_fns_to_class", _dataclass_fields_are_identifiers),   # 3.13
-    ("inspect", "_signature_fromstr.wrap_value", _dotted_name_value),   # a builtin's text signature default
+    ("inspect", "_signature_fromstr.wrap_value", _builtin_signature_name),   # a builtin's text signature default
     ("scipy.stats._distn_infrastructure", "rv_generic._attach_argparser_methods", _scipy_template_is_scipys),
     ("_plotly_utils.basevalidators", "InfoArrayValidator.build_validator", _names_are_identifiers(
         "validator_classname")),
@@ -653,28 +664,36 @@ def _source_vetted_for(frame, event, args) -> bool:
     if event == "exec":
         code = args[0] if args else None
         if type(code).__name__ == "code" and code.co_filename.startswith(CELL_FILENAME_PREFIX):
-            return True   # the cell's own rewritten code (the engine compiled it before the cell)
+            # the cell's own rewritten code, compiled by the engine before the cell and run by it (a
+            # library running it with other globals would hand it their names)
+            return frame.f_code.co_filename.startswith(_OWN_PACKAGE)
     elif len(args) > 1 and isinstance(args[1], str) and args[1].startswith(CELL_FILENAME_PREFIX):
         return False      # nothing compiled while a cell runs may pass for the cell's own code
     check = _source_check(frame.f_code)
     if check is not None:
         return check(frame, event)
-    return _run_by_an_import(frame)
+    return _run_by_an_import(frame, event, args)
 
 
 _IMPORT_LOADING = [None]   # importlib's _load_unlocked: the frame that runs a module's loader
 
 
-def _run_by_an_import(frame) -> bool:
+def _run_by_an_import(frame, event, args) -> bool:
     """True when the code asking is a module being imported, with nothing but installed code between the
     import system and it: a module's source compiled and run by its loader (importlib's, or pytest's
     assertion rewriter in the tests), and what a module's body generates while it is imported (scipy's
     exec('del ' + name), attrs' generated methods, numpy.f2py's predicates). The import gate chose the
-    module; a cell's function anywhere on the way (a warnings hook run by an import) ends the match."""
+    module; a cell's function anywhere on the way (a warnings hook run by an import) ends the match, and
+    the loader itself compiles and runs installed files only (a library importing a name the cell chose
+    from a directory the cell can write would run the cell's file)."""
     loading = _IMPORT_LOADING[0]
     if loading is None:
         bootstrap = sys.modules.get("importlib._bootstrap")
         loading = _IMPORT_LOADING[0] = getattr(getattr(bootstrap, "_load_unlocked", None), "__code__", None)
+    if frame.f_code.co_filename.startswith("<frozen importlib."):
+        source = getattr(args[0], "co_filename", None) if event == "exec" else args[1] if len(args) > 1 else None
+        if not isinstance(source, str) or not _installed_code(source) or _in_the_working_directory(source):
+            return False
     for _ in range(64):
         if frame is None:
             return False
@@ -685,6 +704,16 @@ def _run_by_an_import(frame) -> bool:
             return False
         frame = frame.f_back
     return False
+
+
+def _in_the_working_directory(filename: str) -> bool:
+    """A file the cell can write is never installed code, even where sys.path names its directory."""
+    active = _ACTIVE[0]
+    root = getattr(active[0], "root", None) if active is not None else None
+    if root is None or not os.path.isabs(filename):
+        return False
+    full = _realpath(filename)
+    return full == root or full.startswith(root + os.sep)
 
 
 _OWN_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -113,6 +113,36 @@ def test_forward_references_are_compiled_but_never_evaluated(sandbox, host_secre
     assert not r.leaked(host_secret)
 
 
+def test_a_module_the_cell_wrote_is_not_imported_by_a_library(sandbox, outside, host_secret, monkeypatch):
+    """A library that imports a name the cell chose (an optional backend, a plugin) from a sys.path entry the
+    cell can write would run the cell's file: the import system compiles and runs installed files only
+    while a cell runs."""
+    import importlib
+    import sys
+    marker = outside / "pwned-by-import"
+    monkeypatch.syspath_prepend(str(sandbox.workdir))
+    sandbox.ns["library_import"] = importlib.import_module
+    r = sandbox.run(f"with open('cellplugin.py', 'w') as f:\n"
+                    f"    f.write({PAYLOAD.format(marker=marker)!r})\n"
+                    "library_import('cellplugin')")
+    sys.modules.pop("cellplugin", None)
+    assert not r.ok and r.error_name == "OperationDenied", r
+    assert not marker.exists() and not r.leaked(host_secret), r
+
+
+def test_a_cells_text_signature_names_no_host_value(sandbox, host_secret):
+    """inspect.signature evaluates the dotted names of a builtin's text signature; a cell object posing as
+    a method descriptor with its own __text_signature__ would read any module's constant."""
+    import inspect
+    sandbox.ns["library_signature"] = lambda obj: str(inspect.signature(obj))
+    r = sandbox.run("class F:\n    __text_signature__ = '(x=sandbox_test_host_secret.SECRET)'\n"
+                    "    def __get__(self, obj, owner=None):\n        return self\n"
+                    "    def __call__(self, x):\n        return x\nprint(library_signature(F()))")
+    assert not r.leaked(host_secret), r
+    r = sandbox.run("print(library_signature(list.index))")
+    assert r.ok and "9223372036854775807" in r.stdout, r
+
+
 def test_setattr_refuses_names_that_are_not_identifiers(run):
     for src in ("class C:\n    pass\nsetattr(C, 'a b', 1)",
                 "class C:\n    pass\nc = C()\nsetattr(c, 'x-y', 1)",
