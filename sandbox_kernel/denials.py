@@ -10,21 +10,28 @@ BaseException and the gates re-raise them at every later checkpoint (see limits.
 """
 from __future__ import annotations
 
-# Set on every refusal and limit the runtime itself raises. A cell that gets hold of a denial's class
-# (type(e)) can make an instance that says anything; without this mark it is reported as the cell's
-# own error, never as a denial. The name is private, so the gates keep cells from writing it.
+# Set on every refusal and limit the runtime itself raises, with the cell it was raised in. A cell that
+# gets hold of a denial's class (type(e)) can make an instance that says anything, and a cell can keep a
+# caught denial and raise it again later; without this mark, or with an earlier cell's, the error is
+# reported as the cell's own, never as a denial. The name is private: the gates keep cells from it.
 _GENUINE = "_sandbox_genuine"
 _MARK = object()
+_CELL = [0]
+
+
+def new_cell() -> None:
+    """A cell starts (the engine calls this): denials raised before it are no longer this cell's."""
+    _CELL[0] += 1
 
 
 def genuine(exc):
-    """Mark `exc` as raised by the sandbox runtime (returns it, for `raise genuine(...)`)."""
-    exc.__dict__[_GENUINE] = _MARK
+    """Mark `exc` as raised by the sandbox runtime in this cell (returns it, for `raise genuine(...)`)."""
+    exc.__dict__[_GENUINE] = (_MARK, _CELL[0])
     return exc
 
 
 def is_genuine(exc) -> bool:
-    return getattr(exc, "__dict__", {}).get(_GENUINE) is _MARK
+    return getattr(exc, "__dict__", {}).get(_GENUINE) == (_MARK, _CELL[0])
 
 
 # Every class name a refusal or a limit can carry: a cell's own exception by one of these names is

@@ -29,7 +29,8 @@ from typing import Callable
 
 from . import confine, render
 from .builtins_table import make_builtins
-from .denials import LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied, genuine, is_genuine
+from .denials import (LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied, genuine, is_genuine,
+                      new_cell)
 from .gates import CURRENT_GATES, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
@@ -83,6 +84,7 @@ class Engine:
                  execution_count: int | None = None) -> dict:
         policy = policy or self.policy
         limits = limits or policy.limits
+        new_cell()
         self.execution_count = execution_count or self.execution_count + 1
         filename = cell_filename(self.execution_count)
         self._use_policy(policy)

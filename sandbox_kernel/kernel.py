@@ -32,7 +32,7 @@ from . import __version__
 from .auditlog import AuditFile
 from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
                      isolation_rank, parse_cell, select_isolation, select_policy)
-from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, clean_text, pack_message
+from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, clean_text, one_line, pack_message
 from .denials import denial_names
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
 from .isolation import default_isolation
@@ -488,7 +488,7 @@ class SandboxKernel(IPythonKernel):
         def fail(ename: str, evalue: str, traceback: list[str], records: list[dict]):
             for record in records:
                 self._record_denial(record, source="kernel")
-            error = cell.error(ename, evalue, traceback)
+            error = cell.error(ename, evalue, traceback, denial=bool(records))
             if not silent:
                 self._publish_streams(cell.finish())
                 self._publish("error", error)
@@ -582,7 +582,7 @@ class SandboxKernel(IPythonKernel):
                     # it must not read as the sandbox's decision.
                     ename = f"{ename} (raised by the cell, not by the sandbox)"
                     traceback = [f"[{ename}]", *(traceback if isinstance(traceback, list) else [])]
-                error = cell.error(ename, event.get("evalue", ""), traceback)
+                error = cell.error(ename, event.get("evalue", ""), traceback, denial=isinstance(denial, dict))
                 state["error"] = {**error, "denial": isinstance(denial, dict)}
                 if not silent:
                     self._publish_streams(cell.finish())
@@ -984,14 +984,15 @@ def _position(value, default, length: int) -> int:
 
 
 def _denial_fields(record: dict) -> dict:
-    """The fields a denial record has, as capped, cleaned text (the line as a number)."""
+    """The fields a denial record has, as capped, cleaned one-line text (the line as a number): a
+    denied name can hold a line break, which must not start a line of its own in %sandbox_audit."""
     out = {}
     for key in _DENIAL_KEYS:
         value = record.get(key)
         if key == "line":
             out[key] = value if type(value) is int and 0 < value < 10 ** 9 else None
         elif isinstance(value, str):
-            out[key] = clean_text(value[:2000])
+            out[key] = one_line(value[:2000])
         else:
             out[key] = None
     return out

@@ -62,9 +62,13 @@ def allowed_extra_type(mime: str) -> bool:
 
 # -- Text ------------------------------------------------------------------------------------------
 
-# C0 controls but \t and \n, DEL, C1 controls, bidi embedding/override/isolate marks, lone surrogates.
+# Marks the one-line form of a real denial; cell text never carries it (clean_text spells it out),
+# so a cell cannot print a line that reads like one.
+DENIAL_MARK = "\u26d4"
+# C0 controls but \t and \n, DEL, C1 controls, bidi embedding/override/isolate marks, lone surrogates,
+# the denial mark.
 _UNSAFE_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-                          "\ud800-\udfff]")
+                          "\ud800-\udfff\u26d4]")
 _TEXT_TOKEN = re.compile("\x1b\\[([0-9;]{0,64})m|" + _UNSAFE_TEXT.pattern)
 # SGR parameters that only colour or weight text (no conceal, blink, reverse video).
 _SGR_SIMPLE = frozenset({0, 1, 2, 3, 4, 22, 23, 24, 39, 49, *range(30, 38), *range(40, 48), *range(90, 98),
@@ -104,13 +108,23 @@ def _visible(m: re.Match) -> str:
         return "\u241b" + token[1:]  # the ESC shown as a symbol, the rest as text
     ch = token
     code = ord(ch)
-    if ch in _BIDI:
+    if ch in _BIDI or ch == DENIAL_MARK:
         return f"<U+{code:04X}>"
     if code < 0x20:
         return chr(0x2400 + code)  # Unicode's control pictures: a visible ␛, ␇, ␈ ...
     if code == 0x7F:
         return "\u2421"
     return "\ufffd"  # C1 controls and lone surrogates
+
+
+def needs_cleaning(text: str) -> bool:
+    return _UNSAFE_TEXT.search(text) is not None
+
+
+def one_line(text: str) -> str:
+    """Cleaned text on one line: a line break shows as ⏎, so a value inside a sentence (a denied
+    attribute's name) cannot start a line of its own."""
+    return clean_text(text).replace("\n", "\u23ce")
 
 
 def clean_text(text: str) -> str:
@@ -191,8 +205,45 @@ def _split_math(html: str) -> str:
     return _HTML_TAG_OR_TEXT.sub(text, html)
 
 
+# html5ever (nh3's parser) does work proportional to nesting depth for each new element, and rebuilds
+# every open formatting element (b, i, a, ...) inside each new block: 700 distinct unclosed <b>s before
+# 7,000 paragraphs took 1.3 GB and seconds of the kernel's time in 65 kB of input. A linear scan of the
+# start and end tags bounds both before the parser sees anything.
+HTML_MAX_DEPTH = 256
+HTML_MAX_OPEN_FORMATTING = 32
+_TAG_NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)")
+_VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link", "meta",
+                        "param", "source", "track", "wbr"})
+_FORMATTING_TAGS = frozenset({"a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike",
+                              "strong", "tt", "u"})
+
+
+def html_shape_problem(html: str) -> str | None:
+    """Why `html` is too costly to parse (too deep, too many formatting elements left open), or None.
+    Counts every tag-like `<name` (also inside comments and attribute values), so it only errs on the
+    side of refusing."""
+    depth = formatting = 0
+    for m in _TAG_NAME.finditer(html):
+        name = m.group(2).lower()
+        if name in _VOID_TAGS:
+            continue
+        step = -1 if m.group(1) else 1
+        depth = max(depth + step, 0)
+        if name in _FORMATTING_TAGS:
+            formatting = max(formatting + step, 0)
+            if formatting > HTML_MAX_OPEN_FORMATTING:
+                return f"more than {HTML_MAX_OPEN_FORMATTING} formatting elements left open"
+        if depth > HTML_MAX_DEPTH:
+            return f"nested deeper than {HTML_MAX_DEPTH} elements"
+    return None
+
+
 def sanitize_html(html: str) -> str:
-    """HTML rebuilt from nh3's parse: the allowlists above, comments and scripts gone, no math."""
+    """HTML rebuilt from nh3's parse: the allowlists above, comments and scripts gone, no math.
+    Raises OutputRejected when the input's shape would make the parse costly (html_shape_problem)."""
+    problem = html_shape_problem(html)
+    if problem:
+        raise OutputRejected(f"HTML {problem} (shown as text)")
     clean = nh3.clean(
         html,
         tags=_HTML_TAGS,
@@ -285,11 +336,30 @@ def validate_image(value, mime: str = "image/png") -> str:
 
 
 def validate_json(value):
+    """JSON data with every string (keys too) cleaned like text: a JSON viewer, or an agent printing a
+    value, shows it as text. Iterative, and the same object when nothing needed cleaning."""
     try:
-        json.dumps(value, allow_nan=True)
+        text = json.dumps(value, allow_nan=True, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
         raise OutputRejected(f"not JSON data: {type(exc).__name__}") from None
-    return value
+    if not needs_cleaning(text) and "\\u" not in text:  # escapes could spell a control character
+        return value
+    root = [value]
+    stack = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = clean_text(item)
+        elif isinstance(item, dict):
+            item = {clean_text(k) if isinstance(k, str) else k: v for k, v in item.items()}
+            container[key] = item
+            stack.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            item = list(item)
+            container[key] = item
+            stack.extend((item, i) for i in range(len(item)))
+    return root[0]
 
 
 def _size(value) -> int:
@@ -376,6 +446,10 @@ class CellOutput:
     Each returns what to publish."""
 
     TRACEBACK_BYTES = 64_000
+    # Messages, not only bytes: 10,000 tiny displays are 7 MB of envelopes, and a client that reads
+    # slowly loses the tail (the cell's `idle` status included) to ZeroMQ's high-water mark.
+    MAX_DISPLAYS = 500
+    MAX_STREAM_MESSAGES = 2_000
 
     def __init__(self, allowlist, text_bytes: int, rich_bytes: int):
         self.allowlist = tuple(allowlist)
@@ -392,11 +466,15 @@ class CellOutput:
         self.filtered: list[dict] = []    # MIME values removed, for the reply metadata
         self.charts: list[dict] = []      # Plotly figures published, as published
         self.markdown_chars = 0
+        self.displays = 0
+        self.displays_dropped = 0         # not yet reported by finish()
+        self.displays_dropped_total = 0
+        self.stream_messages = 0
         self._chart_ids: dict[int, tuple] = {}  # id(raw figure) -> (raw, clean): reused by the summary
 
     @property
     def truncated(self) -> bool:
-        return self.cut_bytes > 0
+        return self.cut_bytes > 0 or self.displays_dropped_total > 0
 
     def _note_filtered(self, mime: str, reason: str) -> None:
         if len(self.filtered) < 100:
@@ -415,9 +493,10 @@ class CellOutput:
         text = clean_text(text)
         out = []
         room = self.head_bytes - self.text_used
-        if room > 0:
+        if room > 0 and self.stream_messages < self.MAX_STREAM_MESSAGES:
             head = _cut_to_bytes(text, room)
             self.text_used += _size(head)
+            self.stream_messages += 1
             out.append((name, head))
             text = text[len(head):]
         if text:
@@ -452,6 +531,10 @@ class CellOutput:
         if self.cut_bytes:
             out.append(("stderr", f"\n[... output truncated: {_fmt_bytes(self.cut_bytes)} cut "
                                   f"(the cell's text limit is {_fmt_bytes(self.text_bytes)}) ...]\n"))
+        if self.displays_dropped:
+            out.append(("stderr", f"\n[... {self.displays_dropped:,} more displays not shown: a cell shows at "
+                                  f"most {self.MAX_DISPLAYS:,} ...]\n"))
+            self.displays_dropped = 0
         out.extend((name, text) for name, text in self.held)
         self.held.clear()
         self.held_bytes = 0
@@ -499,6 +582,11 @@ class CellOutput:
         """Filtered (data, metadata), or None when nothing publishable is left."""
         if not isinstance(data, dict):
             return None
+        if self.displays >= self.MAX_DISPLAYS:
+            self.displays_dropped += 1
+            self.displays_dropped_total += 1
+            return None
+        self.displays += 1
         clean: dict = {}
         text = data.get("text/plain")
         for mime, value in data.items():
@@ -553,10 +641,17 @@ class CellOutput:
         self.text_used += _size(kept)
         return kept
 
-    def error(self, ename: str, evalue: str, traceback: list) -> dict:
-        """An error's fields, cleaned and capped so a huge message cannot flood the front end."""
+    def error(self, ename: str, evalue: str, traceback: list, *, denial: bool = False) -> dict:
+        """An error's fields, cleaned and capped so a huge message cannot flood the front end. A real
+        denial is one line (its message may hold a cell's text: a line break cannot start a fake one)
+        and starts with DENIAL_MARK, which no cell text can carry."""
         ename = clean_text(_cut_to_bytes(str(ename), 200))
         evalue = clean_text(_cut_to_bytes(str(evalue), 4_000))
+        if denial:
+            evalue = one_line(evalue)
+            line = traceback[0] if isinstance(traceback, list) and traceback else f"{ename}: {evalue}"
+            line = one_line(_cut_to_bytes(str(line), self.TRACEBACK_BYTES))
+            return {"ename": ename, "evalue": evalue, "traceback": [f"{DENIAL_MARK} {line}"]}
         lines, used = [], 0
         traceback = traceback if isinstance(traceback, list) else []
         for line in traceback:
@@ -625,6 +720,11 @@ class OutputFilter:
                  rich_bytes: int = 20_000_000):
         kept = [m for m in allowlist if m in _REBUILT or allowed_extra_type(m)]
         self.ignored = [m for m in allowlist if m not in kept]
+        # Import the renderers now, in the kernel, not at the first output: at level `none` outputs are
+        # filtered on the cell's own thread, where confinement refuses to compile source.
+        from . import plotlyfigure  # noqa: F401
+
+        _markdown_renderer()
         self.allowlist = tuple(kept)
         self.text_bytes = text_bytes
         self.rich_bytes = rich_bytes

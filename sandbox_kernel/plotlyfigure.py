@@ -31,6 +31,8 @@ import json
 import re
 from itertools import chain
 
+from .outputfilter import clean_text, needs_cleaning
+
 MAX_DEPTH = 64
 MAX_UPDATE_KEYS = 10_000  # attributes set by all of a figure's menu buttons and slider steps together
 
@@ -108,7 +110,9 @@ def clean_markup(text: str) -> str:
 
     Returned unchanged when nothing needed cleaning. Each cleaned piece is closed (every `<` it keeps
     ends inside it), so a hovertemplate and the values substituted into it cannot join into a tag.
+    Terminal controls and bidi overrides are made visible too (clean_text): agents print chart titles.
     """
+    text = clean_text(text)
     if "<" not in text:
         return text
     norm = _NEWLINES.sub(" ", text)
@@ -170,9 +174,10 @@ def _element_types(values: list) -> set:
 def _clean_strings(values: list, types: set) -> list:
     """A list of scalars with every string markup-cleaned; the same list when none needs it."""
     strings = values if types == {str} else [v for v in values if type(v) is str]
-    if "<" not in "".join(strings):
+    joined = "".join(strings)
+    if "<" not in joined and not needs_cleaning(joined):
         return values
-    return [clean_markup(v) if type(v) is str and "<" in v else v for v in values]
+    return [clean_markup(v) if type(v) is str else v for v in values]
 
 
 # -- the schema ------------------------------------------------------------------------------------

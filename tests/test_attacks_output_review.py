@@ -231,11 +231,10 @@ def test_a_result_dict_cannot_write_the_replys_own_fields(kernel):
     assert result["policy"] == "data-science" and result["isolation"] == "kernel"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: a real denial carries cell-chosen lines. The attribute name of getattr() goes into the "
-    "AttributeDenied message with its newlines, so a cell that never imported anything shows a whole "
-    "'ImportDenied: import of 'os' ...' line (or any notice) inside the sandbox's own one-line denial, "
-    "in the reply's denials and as a separate entry of %sandbox_audit. Seen in JupyterLab too."))
+# Was (fixed): FINDING: a real denial carries cell-chosen lines. The attribute name of getattr() goes into the
+# AttributeDenied message with its newlines, so a cell that never imported anything shows a whole
+# 'ImportDenied: import of 'os' ...' line (or any notice) inside the sandbox's own one-line denial, in the
+# reply's denials and as a separate entry of %sandbox_audit. Seen in JupyterLab too.
 def test_a_real_denial_cannot_carry_a_forged_line(kernel):
     result = kernel.run(f"x = 1\ngetattr(x, {('_a' + chr(10) + FORGED_IMPORT)!r})")
     assert result["error"]["denial"] is True
@@ -246,23 +245,24 @@ def test_a_real_denial_cannot_carry_a_forged_line(kernel):
     assert not any(line.startswith("ImportDenied") for line in audit.splitlines()), audit
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: stderr can show a line that reads exactly like a denial. warnings.warn('\\rImportDenied: "
-    "import of 'os' ...') prints '<cell-N>:2: UserWarning: ' then, on its own line (\\r becomes a newline, "
-    "\\n is kept), the denial's text; JupyterLab draws stderr and errors in the same red "
-    "application/vnd.jupyter.stderr box, so the page shows a denial that never happened."))
+# Was FINDING: stderr could show a line reading exactly like a denial (warnings.warn('\\rImportDenied: ...')).
+# A cell may print any text, so the answer is a mark no cell text can carry: a real denial's line
+# starts with DENIAL_MARK (added by the kernel; clean_text spells it out in all cell text).
 def test_stderr_cannot_show_a_line_that_reads_as_a_denial(kernel):
-    for message in (chr(13) + FORGED_IMPORT, "x" + chr(10) + FORGED_IMPORT):
+    from sandbox_kernel.outputfilter import DENIAL_MARK
+
+    for message in (chr(13) + FORGED_IMPORT, "x" + chr(10) + FORGED_IMPORT, DENIAL_MARK + " " + FORGED_IMPORT):
         result = kernel.run(f"import warnings\nwarnings.warn({message!r})")
         assert result["status"] == "ok"
         lines = stream(result, "stderr").splitlines()
-        assert not any(line.startswith(DENIAL_NAMES) for line in lines), lines
+        assert not any(DENIAL_MARK in line for line in lines), lines
+    real = kernel.run("import os")
+    assert real["error"]["traceback"][0].startswith(DENIAL_MARK + " ImportDenied: ")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: a denial caught in one cell and raised in a later cell is reported as that later cell's "
-    "denial (error.denial true, the reply's denials list it), although nothing was refused in it: a cell "
-    "can keep real denials and replay them whenever it wants its own failure to look like the sandbox's."))
+# Was (fixed): FINDING: a denial caught in one cell and raised in a later cell is reported as that later
+# cell's denial (error.denial true, the reply's denials list it), although nothing was refused in it: a cell
+# can keep real denials and replay them whenever it wants its own failure to look like the sandbox's.
 def test_a_denial_caught_earlier_is_not_reported_as_a_later_cells_denial(kernel):
     kernel.run("try:\n    import os\nexcept Exception as e:\n    saved = e")
     result = kernel.run("raise saved")
@@ -505,12 +505,11 @@ def test_pathological_markdown_costs_the_kernel_little(kernel, name):
     assert alive(kernel)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: the kernel's HTML sanitiser is quadratic in nesting: 200 kB of '<div>' (40,000 levels) "
-    "cost the kernel's own process 3.3 CPU seconds (300 kB: 11-17 s; the 1 MB display cap: minutes), "
-    "on the shell thread, past interrupts (an interrupt 3 s in ended the cell 9 s later), once per display "
-    "and again for every cell. Every block tag the filter keeps (p, ul, ol, h1-h6, blockquote, details, "
-    "table...) closes an open <p> by a scope walk of the open-element stack."))
+# Was (fixed): FINDING: the kernel's HTML sanitiser is quadratic in nesting: 200 kB of '<div>' (40,000 levels)
+# cost the kernel's own process 3.3 CPU seconds (300 kB: 11-17 s; the 1 MB display cap: minutes), on the shell
+# thread, past interrupts (an interrupt 3 s in ended the cell 9 s later), once per display and again for every
+# cell. Every block tag the filter keeps (p, ul, ol, h1-h6, blockquote, details, table...) closes an open <p>
+# by a scope walk of the open-element stack.
 def test_html_sanitising_is_linear_in_nesting(fresh_kernel):
     before = kernel_cpu_seconds(fresh_kernel)
     result = fresh_kernel.run("display(Html('<div>' * 50000))", timeout=300)
@@ -519,12 +518,11 @@ def test_html_sanitising_is_linear_in_nesting(fresh_kernel):
     assert spent < 1.0, f"the kernel spent {spent:.1f} CPU seconds sanitising 250 kB of HTML"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: the kernel's HTML sanitiser expands misnested formatting tags without bound in the kernel's "
-    "process: 65 kB ('<p>' + 700 distinct '<b title=i>' + '</p>' + '<p>x</p>' x 7000: the parser "
-    "reconstructs all 700 open formatting elements in each paragraph) raise the kernel's peak memory by "
-    "1.3 GB and leave ~1 GB resident; 93 kB take 2.7 GB, 140 kB 6.1 GB; a few hundred kB under the 1 MB "
-    "display cap exhaust the machine. The size check comes after the parse."))
+# Was (fixed): FINDING: the kernel's HTML sanitiser expands misnested formatting tags without bound in the
+# kernel's process: 65 kB ('<p>' + 700 distinct '<b title=i>' + '</p>' + '<p>x</p>' x 7000: the parser
+# reconstructs all 700 open formatting elements in each paragraph) raise the kernel's peak memory by 1.3 GB
+# and leave ~1 GB resident; 93 kB take 2.7 GB, 140 kB 6.1 GB; a few hundred kB under the 1 MB display cap
+# exhaust the machine. The size check comes after the parse.
 def test_html_sanitising_memory_is_bounded(fresh_kernel):
     payload = "'<p>' + ''.join('<b title=' + str(i) + '>' for i in range(700)) + '</p>' + '<p>x</p>' * 7000"
     before = kernel_peak_kb(fresh_kernel)
@@ -544,12 +542,11 @@ def test_deeply_nested_output_does_not_take_the_kernel_down(kernel):
     assert kernel.run(HELPERS)["status"] == "ok"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: terminal controls survive in JSON-typed outputs. Strings of a Plotly figure (trace names, "
-    "titles, category values) and of application/json outputs keep raw ESC/BEL/bidi controls in iopub and "
-    "in the reply's 'charts', which agents read as data: printing a chart's title or an axis value puts "
-    "OSC 52 (clipboard), OSC 8 (links), screen clears and RLO into the agent's terminal. Streams, "
-    "text/plain and error fields are cleaned; these are not."))
+# Was (fixed): FINDING: terminal controls survive in JSON-typed outputs. Strings of a Plotly figure (trace
+# names, titles, category values) and of application/json outputs keep raw ESC/BEL/bidi controls in iopub and
+# in the reply's 'charts', which agents read as data: printing a chart's title or an axis value puts OSC 52
+# (clipboard), OSC 8 (links), screen clears and RLO into the agent's terminal. Streams, text/plain and error
+# fields are cleaned; these are not.
 def test_json_typed_outputs_carry_no_terminal_controls(kernel):
     raw = "\x1b]52;c;aGk=\x07\x1b[2J\u202e"
     result = kernel.run(f"display(Plotly({{'data': [{{'type': 'bar', 'x': ['a{raw}'], 'y': [1], 'name': 'n{raw}'}}],"
@@ -561,12 +558,11 @@ def test_json_typed_outputs_carry_no_terminal_controls(kernel):
                                                                        if TERMINAL_CONTROL.search(s)][:4]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FINDING: iopub floods are capped by bytes of data, not by messages: 10,000 `display(i)` (a few "
-    "bytes each, ~7 MB of message envelopes) pass uncapped and unmarked; a client that reads slower than "
-    "the kernel writes loses the tail to ZMQ's high-water mark, 'status: idle' included. "
-    "SandboxClient.run is such a client (it waits up to 100 ms on the shell channel per iopub message "
-    "until the reply arrives): it hangs until its timeout, then interrupts the kernel."))
+# Was (fixed): FINDING: iopub floods are capped by bytes of data, not by messages: 10,000 `display(i)` (a few
+# bytes each, ~7 MB of message envelopes) pass uncapped and unmarked; a client that reads slower than the
+# kernel writes loses the tail to ZMQ's high-water mark, 'status: idle' included. SandboxClient.run is such a
+# client (it waits up to 100 ms on the shell channel per iopub message until the reply arrives): it hangs
+# until its timeout, then interrupts the kernel.
 def test_a_display_flood_is_capped_or_reported(fresh_kernel):
     msg_id = fresh_kernel.kc.execute("for i in range(10000):\n    display(i)")
     reply = fresh_kernel.kc.get_shell_msg(timeout=120)

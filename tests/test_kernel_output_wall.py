@@ -74,7 +74,7 @@ def test_output_caps_count_displays_and_the_reply_summary(kernel):
             break
     in_reply = len(json.dumps(summary["charts"]))
     assert 500_000 < sent + in_reply <= 1_000_000 + 10_000
-    assert summary["truncated"] is True and summary["filtered"]
+    assert summary["truncated"] is True  # the engine's cap (level none) or the kernel's filter cut it
     assert alive(kernel)
 
 

@@ -353,3 +353,53 @@ def test_error_is_capped():
     err = OutputFilter().cell().error("E" * 1000, "v" * 100_000, ["x" * 1000] * 1000)
     assert len(err["ename"]) == 200 and len(err["evalue"]) == 4000
     assert sum(len(line) for line in err["traceback"]) < 70_000 and "cut" in err["traceback"][-1]
+
+
+def test_message_counts_are_capped_not_only_bytes():
+    """10,000 tiny displays are 7 MB of envelopes, and a slow reader loses the tail (even the cell's idle
+    status) to ZeroMQ's high-water mark: a cell shows at most MAX_DISPLAYS displays, and stream text
+    past MAX_STREAM_MESSAGES messages is held for the tail instead of sent live."""
+    cell = OutputFilter().cell()
+    shown = [cell.bundle({"text/plain": str(i)}) for i in range(cell.MAX_DISPLAYS + 300)]
+    assert sum(b is not None for b in shown) == cell.MAX_DISPLAYS and cell.truncated
+    live = sum(len(cell.stream("stdout", "x")) for _ in range(cell.MAX_STREAM_MESSAGES + 500))
+    assert live == cell.MAX_STREAM_MESSAGES
+    tail = cell.finish()
+    assert any("300 more displays not shown" in text for _, text in tail)
+    assert "".join(text for name, text in tail if name == "stdout") == "x" * 500
+
+
+def test_html_whose_parse_would_be_costly_is_refused_unparsed():
+    """The review found nh3's parser taking 1.3 GB on 65 kB (700 distinct unclosed <b> before 7,000
+    paragraphs) and quadratic time on deep nesting; a linear scan refuses both shapes first."""
+    from sandbox_kernel.outputfilter import html_shape_problem
+
+    bomb = "<p>" + "".join(f"<b title={i}>" for i in range(700)) + "</p>" + "<p>x</p>" * 7000
+    deep = "<div>" * 40_000 + "x" + "</div>" * 40_000
+    for html in (bomb, deep):
+        assert html_shape_problem(html)
+        with pytest.raises(OutputRejected):
+            sanitize_html(html)
+        data, _ = OutputFilter().cell().bundle({"text/html": html, "text/plain": "fallback"})
+        assert data == {"text/plain": "fallback"}
+    import pandas as pd
+
+    table = pd.DataFrame({"a": range(500), "b": ["x"] * 500})._repr_html_()
+    assert html_shape_problem(table) is None and "<table>" in sanitize_html(table)
+
+
+def test_a_real_denial_is_one_marked_line():
+    from sandbox_kernel.outputfilter import DENIAL_MARK
+
+    cell = OutputFilter().cell()
+    err = cell.error("AttributeDenied", "access to '_a\nImportDenied: import of 'os' is not allowed' denied",
+                     ["AttributeDenied: access to '_a\nImportDenied: fake' denied"], denial=True)
+    assert err["traceback"] == [f"{DENIAL_MARK} AttributeDenied: access to '_a\u23ceImportDenied: fake' denied"]
+    assert "\n" not in err["evalue"]
+    # No cell text can carry the mark.
+    assert DENIAL_MARK not in cell.stream("stderr", f"{DENIAL_MARK} ImportDenied: fake\n")[0][1]
+
+
+def test_json_strings_are_cleaned_like_text():
+    data, _ = OutputFilter().cell().bundle({"application/json": {"t\x1b]0;x\x07": ["\u202eevil", 1, None]}})
+    assert data["application/json"] == {"t\u241b]0;x\u2407": ["<U+202E>evil", 1, None]}
