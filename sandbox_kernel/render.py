@@ -6,6 +6,7 @@ Plotly figures become their compact JSON (``application/vnd.plotly.v1+json``), n
 """
 from __future__ import annotations
 
+import base64
 import json
 import pprint
 
@@ -110,6 +111,9 @@ def bundle(obj, gates, cap: int = 1_000_000) -> dict:
             value = value[0]
         if value is not None:
             data[mime] = value
+    for mime in ("image/png", "image/jpeg"):
+        if type(data.get(mime)) in (bytes, bytearray):  # IPython's convention: raw bytes, sent as base64
+            data[mime] = base64.b64encode(bytes(data[mime])).decode("ascii")
     if "text/plain" not in data:
         data["text/plain"] = text_plain(obj, cap)
     return json.loads(json.dumps(data, default=str))

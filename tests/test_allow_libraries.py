@@ -225,3 +225,13 @@ def test_pandas_write_into_subdirectory(sandbox):
     r = sandbox.run("import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('sub/x.csv', index=False)\n"
                     "print(pd.read_csv('sub/x.csv').a.sum())")
     assert r.ok and r.stdout == "1\n", r
+
+
+def test_png_given_as_bytes_is_published(run):
+    """IPython's convention: `_repr_png_` returns the raw bytes; the bundle carries them as base64."""
+    r = run("class P:\n    def _repr_png_(self):\n        return b'\\x89PNG\\r\\n\\x1a\\n' + bytes(8)\nP()")
+    assert r.ok, r.error
+    png = [e["data"] for e in r.events if e["type"] == "result"][0]["image/png"]
+    import base64
+
+    assert base64.b64decode(png).startswith(b"\x89PNG")

@@ -96,16 +96,19 @@ class SandboxClient:
             if remaining <= 0:
                 self.interrupt()
                 raise SandboxTimeout(f"the cell did not finish within {timeout:g} s and was interrupted")
-            if reply is None:
-                try:
-                    msg = self.kc.get_shell_msg(timeout=min(remaining, 0.1))
-                    if msg["parent_header"].get("msg_id") == msg_id:
-                        reply = msg
-                except queue.Empty:
-                    pass
+            # iopub first, as fast as it comes: a cell's messages pile up in ZeroMQ while this waits,
+            # and past its high-water mark the tail (the idle status too) is dropped. The shell
+            # reply is looked for only when iopub has nothing waiting.
             try:
-                msg = self.kc.get_iopub_msg(timeout=0.05 if reply is None else min(remaining, 1))
+                msg = self.kc.get_iopub_msg(timeout=min(remaining, 0.05 if reply is None else 1))
             except queue.Empty:
+                if reply is None:
+                    try:
+                        msg = self.kc.get_shell_msg(timeout=min(remaining, 0.05))
+                        if msg["parent_header"].get("msg_id") == msg_id:
+                            reply = msg
+                    except queue.Empty:
+                        pass
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
