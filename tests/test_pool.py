@@ -13,8 +13,8 @@ from sandbox_kernel.pool import KernelPool
 
 # A real worker (level process; no spare and no numpy/pandas/plotly warm-up, to keep the test cheap):
 # warm must mean the worker is ready.
-OPTIONS = ["--SandboxKernel.isolation=process",
-           "--SandboxKernel.isolation_options={'spare': False, 'warm': 'json'}"]
+OPTIONS = ["--SandboxKernel.isolation=process", "--SandboxKernel.limits={'memory_mb': 300}",
+           "--SandboxKernel.isolation_options={'spare': False, 'warm': 'json', 'fsize_mb': 5}"]
 
 
 def run(kc, code: str, timeout: float = 60) -> dict:
@@ -42,6 +42,18 @@ def run(kc, code: str, timeout: float = 60) -> dict:
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             idle = True
     return {**reply["content"], "stdout": "".join(out)}
+
+
+def worker_limits(kernel_pid: int) -> dict:
+    """The OS limits of a kernel's only worker, as /proc shows them: {name: (soft, hard)}."""
+    tasks = os.listdir(f"/proc/{kernel_pid}/task")
+    [worker] = [int(c) for t in tasks for c in open(f"/proc/{kernel_pid}/task/{t}/children").read().split()]
+    limits = {}
+    with open(f"/proc/{worker}/limits") as fh:
+        for line in fh.readlines()[1:]:
+            name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+            limits[name] = (soft, hard)
+    return limits
 
 
 def processes_in(directory: str) -> list[int]:
@@ -100,6 +112,17 @@ def test_two_sessions_at_once_share_nothing_and_a_released_kernel_is_replaced(tm
         assert seen_by_b == "a None None\nb b-value b-value\n"
         assert os.listdir(a.cwd) == ["a.txt"] and os.listdir(b.cwd) == ["b.txt"]
 
+        # Each session's worker has its own OS limits: a's file-size limit stops a's write; b runs on.
+        for pooled in (a, b):
+            limits = worker_limits(pooled.km.provisioner.pid)
+            assert limits["Max file size"] == (str(5 * 2 ** 20),) * 2
+            soft, hard = limits["Max address space"]
+            assert soft == hard != "unlimited" and int(soft) < 4 * 2 ** 30
+        big = run(a.kc, "with open('big.bin', 'wb') as fh:\n    fh.write(b'x' * (6 * 2 ** 20))")
+        assert big["status"] == "error" and "File too large" in big["evalue"]
+        assert os.path.getsize(os.path.join(a.cwd, "big.bin")) <= 5 * 2 ** 20
+        assert run(b.kc, "print(len(secret_b))")["stdout"] == "7\n"
+
         a.release(wait=True)
         assert not a.km.is_alive() and not os.path.exists(a.cwd)
         assert processes_in(a.cwd) == []   # the kernel's worker went with it
@@ -108,9 +131,9 @@ def test_two_sessions_at_once_share_nothing_and_a_released_kernel_is_replaced(tm
         assert run(c.kc, PROBE)["stdout"] == "a None None\nb None None\n"
         stats = pool.stats()
         assert stats["started"] == 3 and stats["in_use"] == 2 and stats["failed"] == 0
-        # Released twice is released once; the kernel is never handed out again.
+        # Released twice is released once: nothing more to stop, no third replacement.
         a.release()
-        assert pool.stats()["started"] == 3
+        assert pool.stats()["stopping"] == 0 and pool.stats()["starting"] == 0
     assert not os.path.exists(b.cwd) and not os.path.exists(c.cwd)   # close() ended the sessions too
     assert not b.km.is_alive() and not c.km.is_alive()
 
