@@ -17,6 +17,7 @@ numpy, pandas and plotly.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import queue
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
@@ -43,6 +45,16 @@ _pd.DataFrame({"g": [0, 1], "v": [1.0, 2.0]}).groupby("g")["v"].agg(["mean", "su
 del _pd, _px
 """
 _BACKOFF_FIRST, _BACKOFF_MAX = 1.0, 30.0
+
+
+_OPEN_POOLS: "weakref.WeakSet[KernelPool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_pools():
+    """Kernels do not outlive the program that pooled them (their workers stop with them)."""
+    for pool in list(_OPEN_POOLS):
+        pool.close(timeout=10)
 
 
 class PoolError(RuntimeError):
@@ -116,6 +128,7 @@ class KernelPool:
         self._threads: set[threading.Thread] = set()
         if cwd_root:
             os.makedirs(cwd_root, exist_ok=True)
+        _OPEN_POOLS.add(self)
         with self._cond:
             self._fill()
 
