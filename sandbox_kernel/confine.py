@@ -196,12 +196,17 @@ def _import_roots() -> tuple[str, ...]:
         _IMPORT_ROOTS[:] = [key, ()]   # while computing, a nested call sees no extra roots
         home = _realpath(os.path.expanduser("~"))
         roots = []
-        for entry in key:
-            if not entry:
-                continue
-            full = _realpath(entry)
-            if os.path.isdir(full) and full != "/" and not (home == full or home.startswith(full + os.sep)):
-                roots.append(full)
+        resolving = getattr(_RESOLVING, "active", False)
+        _RESOLVING.active = True   # isdir() with the host's stat: a cell's confinement must not answer it
+        try:
+            for entry in key:
+                if not entry:
+                    continue
+                full = _realpath(entry)
+                if os.path.isdir(full) and full != "/" and not (home == full or home.startswith(full + os.sep)):
+                    roots.append(full)
+        finally:
+            _RESOLVING.active = resolving
         _IMPORT_ROOTS[:] = [key, tuple(roots)]
     return _IMPORT_ROOTS[1]
 
