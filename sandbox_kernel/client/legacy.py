@@ -61,7 +61,7 @@ class SandboxClient:
     def restart(self) -> None:
         """A fresh namespace with the same configuration."""
         self.kc.stop_channels()
-        self.km.restart_kernel(now=True)
+        self.km.restart_kernel(now=False)  # a graceful stop: the kernel ends its workers
         self._connect()
 
     def interrupt(self) -> None:

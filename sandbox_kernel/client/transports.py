@@ -104,7 +104,7 @@ class LocalTransport(_ClientTransport):
 
     async def restart(self) -> None:
         await self._detach()
-        await self.km.restart_kernel(now=True)
+        await self.km.restart_kernel(now=False)  # a graceful stop: the kernel ends its workers
         await self._attach(self.km.client())
 
     async def alive(self) -> bool:
@@ -133,6 +133,8 @@ class PooledTransport(_ClientTransport):
     async def start(self) -> None:
         self.pooled = await asyncio.to_thread(self.pool.acquire, timeout=self.startup_timeout)
         self.local_cwd = getattr(self.pooled, "cwd", None)
+        # The session talks through its own client; the pool's would buffer every output unread.
+        await asyncio.to_thread(self.pooled.kc.stop_channels)
         try:
             await self._attach(self._client())
         except BaseException:
@@ -149,7 +151,7 @@ class PooledTransport(_ClientTransport):
 
     async def restart(self) -> None:
         await self._detach()
-        await asyncio.to_thread(self.pooled.km.restart_kernel, now=True)
+        await asyncio.to_thread(self.pooled.km.restart_kernel, now=False)  # its worker ends with it
         await self._attach(self._client())
 
     async def alive(self) -> bool:
