@@ -5,6 +5,7 @@
     python -m sandbox_kernel run NOTEBOOK.ipynb [--kernel NAME] [--timeout S]
     python -m sandbox_kernel mcp [--transport stdio|http] [--policy NAME] [--isolation LEVEL] ...
                                                          (MCP server; needs the `mcp` extra)
+    python -m sandbox_kernel audit [--policy P] [--isolation L] [--json]   (the self-audit's canaries)
 """
 from __future__ import annotations
 
@@ -155,6 +156,11 @@ def main(argv: list[str] | None = None) -> int | None:
         return _run(argv[1:])
     if argv and argv[0] == "mcp":
         return _mcp(argv[1:])
+    if argv and argv[0] == "audit":
+        _strip_cwd_from_path()  # the audit's engine may import modules: never one from the current directory
+        from .audit.cli import main as audit_main
+
+        return audit_main(argv[1:])
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__)
         return 0

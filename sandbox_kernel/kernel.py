@@ -108,6 +108,9 @@ class SandboxKernel(IPythonKernel):
                                           "closed.").tag(config=True)
     isolation_options = Dict(help="Extra keyword options for the worker backend (e.g. grace, "
                                   "cancel_grace, spare, fsize_mb, nofile).").tag(config=True)
+    audit_on_start = Bool(False, help="Run the self-audit (python -m sandbox_kernel audit) with this kernel's "
+                                      "starting configuration when it starts, in the background; cells wait "
+                                      "for it and are refused unless it passed.").tag(config=True)
 
     @default("workdir")
     def _workdir_default(self):
@@ -131,6 +134,7 @@ class SandboxKernel(IPythonKernel):
         self._files_notice_shown = False
         self._running = threading.Event()
         self._backend = None
+        self._startup_audit = None  # audit.onstart.StartupAudit when audit_on_start
         self.output_filter = OutputFilter(
             list(self.mime_allowlist) + list(self.extra_mime_types), self.max_output_bytes,
             self.max_display_bytes)
@@ -219,6 +223,12 @@ class SandboxKernel(IPythonKernel):
             self.backend
         except Exception:
             self.log.error("the sandbox backend could not start; cells will report why", exc_info=True)
+        if self.audit_on_start:
+            from .audit.onstart import StartupAudit
+
+            self._startup_audit = StartupAudit(
+                self.current_policy, self.current_isolation,
+                {**self.isolation_options, "degraded": self.isolation_degraded}, self.output_filter.allowlist)
         self._audit_kernel_start()
 
     @property
@@ -518,6 +528,11 @@ class SandboxKernel(IPythonKernel):
         if notes:
             summary["output"] = notes
 
+        if self._startup_audit is not None and (parsed.code.strip() or user_expressions):
+            refusal = self._startup_audit.refusal()  # waits for an audit still running
+            if refusal:
+                return fail("SandboxUnavailable", refusal, [f"SandboxUnavailable: {refusal}"], [])
+
         if not parsed.code.strip():
             reply = {"status": "ok", "execution_count": count, "payload": [],
                      "user_expressions": self._user_expressions(user_expressions, policy, cell)}
@@ -716,7 +731,10 @@ class SandboxKernel(IPythonKernel):
                  f"worker: {json.dumps(status.get('worker'), default=str)}",
                  f"output caps: text {self.output_filter.text_bytes:,} bytes, "
                  f"display {self.output_filter.rich_bytes:,} bytes per cell",
-                 f"denials so far: {len(self._audit)}"]
+                 f"denials so far: {len(self._audit)}",
+                 self._startup_audit.status_line() if self._startup_audit is not None else
+                 "self-audit: not run by this kernel (--SandboxKernel.audit_on_start=True, or python -m "
+                 "sandbox_kernel audit)"]
         if "error" in status:
             lines.append(f"backend: {status['error']}")
         if self.files_off_reason:
@@ -888,6 +906,8 @@ class SandboxKernel(IPythonKernel):
     def do_shutdown(self, restart):
         self._audit_event("kernel_shutdown", restart=bool(restart))
         self._flush_audit()
+        if self._startup_audit is not None:
+            self._startup_audit.stop()
         if self._backend is not None:
             try:
                 self._backend.shutdown()
