@@ -43,9 +43,9 @@ def _effect(out: Outcome, scene, evidence: list[str]) -> tuple[str, str]:
     return HELD, out.refusal()
 
 
-def _marker_judge(canary_id):
+def _marker_judge(canary_id, what="a process ran"):
     def judge(out, scene, context):
-        found = [f"a process ran (marker {canary_id} created)"] if scene.exists(scene.marker(canary_id)) else []
+        found = [f"{what} (its marker file was created)"] if scene.exists(scene.marker(canary_id)) else []
         return _effect(out, scene, found)
     return judge
 
@@ -106,12 +106,22 @@ def _os_effect(scene, canary_id, os_name="osm") -> str:
     return f"{os_name}.close({os_name}.open({scene.marker(canary_id)!r}, {os_name}.O_CREAT | {os_name}.O_WRONLY))\n"
 
 
+def _builtins_effect(scene, canary_id) -> str:
+    """Cell text that imports os through the real builtins of the globals `glb` it reached."""
+    return ("b = glb['__builtins__']\nosm = (b['__import__'] if type(b) is dict else b.__import__)('os')\n"
+            + _os_effect(scene, canary_id))
+
+
+def _indent(text: str) -> str:
+    return "".join("    " + line + "\n" for line in text.splitlines())
+
+
 def _process(canary_id, title, make):
     return Canary(canary_id, "process", title, make, _marker_judge(canary_id))
 
 
 def _gadget(canary_id, title, make, group="gadget"):
-    return Canary(canary_id, group, title, make, _marker_judge(canary_id))
+    return Canary(canary_id, group, title, make, _marker_judge(canary_id, "the os module it reached was used"))
 
 
 # -- start a process ------------------------------------------------------------------------------------
@@ -184,7 +194,7 @@ GADGETS = [
             lambda s: f"t = '{{0.__class__.__base__.__subclasses__}}'.format(())\nprint({REACHED!r}, t[:20])\n"),
     _gadget("format-map", "str.format_map field traversal to a function's __globals__",
             lambda s: "import json\n"
-                      f"t = '{{f.__globals__[json]}}'.format_map({{'f': json.dumps}})\nprint({REACHED!r}, t[:20])\n"),
+                      f"t = '{{f.__globals__[codecs]}}'.format_map({{'f': json.dumps}})\nprint({REACHED!r}, t[:20])\n"),
     _gadget("styler-env", "pandas Styler.env (jinja2) getattr to read_csv.__globals__",
             lambda s: "import pandas as pd\nenv = pd.DataFrame({'a': [1]}).style.env\n"
                       f"g = env.getattr(pd.read_csv, '__globals__')\nprint({REACHED!r})\n"
@@ -202,15 +212,15 @@ GADGETS = [
 
 # -- frames -----------------------------------------------------------------------------------------------------
 FRAMES = [
-    _gadget("generator-frame", "a running generator's gi_frame.f_back chain to globals",
-            lambda s: "def g():\n    yield (x for x in [1]).gi_frame.f_back.f_back.f_globals\n"
-                      f"for glb in g():\n    print({REACHED!r})\n"
-                      "    osm = glb['__builtins__']['__import__']('os')\n    " + _os_effect(s, "generator-frame"),
+    _gadget("generator-frame", "a running generator's gi_frame.f_back chain to the host's globals",
+            lambda s: "def g():\n    fr = gen.gi_frame\n    while fr.f_back is not None:\n        fr = fr.f_back\n"
+                      "    yield fr.f_globals\ngen = g()\n"
+                      f"for glb in gen:\n    print({REACHED!r})\n" + _indent(_builtins_effect(s, "generator-frame")),
             group="frames"),
-    _gadget("traceback-frame", "an exception's __traceback__.tb_frame.f_back",
+    _gadget("traceback-frame", "an exception's __traceback__.tb_frame.f_back chain",
             lambda s: "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    fr = e.__traceback__.tb_frame\n"
                       f"print({REACHED!r})\nwhile fr.f_back is not None:\n    fr = fr.f_back\n"
-                      "osm = fr.f_globals['__builtins__']['__import__']('os')\n" + _os_effect(s, "traceback-frame"),
+                      "glb = fr.f_globals\n" + _builtins_effect(s, "traceback-frame"),
             group="frames"),
     _gadget("coroutine-frame", "a coroutine's cr_frame",
             lambda s: "async def c():\n    return 1\nco = c()\ntry:\n    fr = co.cr_frame\nfinally:\n    co.close()\n"
