@@ -190,6 +190,10 @@ if os.geteuid() == 0:
     data = (ctypes.c_uint32 * 6)()
     nr = {"x86_64": 126, "aarch64": 91, "riscv64": 91}[platform.machine()]
     assert libc.syscall(nr, header, data) == 0, ctypes.get_errno()
+if sys.argv[2:] == ["protect"]:
+    # What oslayers.protect_process does for the kernel process and every worker (this process runs
+    # without site-packages): non-dumpable, so its /proc files belong to root and need CAP_SYS_PTRACE.
+    assert ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
 def record(signum, frame):
     with open(log, "a") as fh:
         fh.write(signal.Signals(signum).name + "\n")
@@ -206,9 +210,10 @@ while True:
 class Victim:
     """A process the TEST starts (never the worker), in its own session: it writes the name of every
     signal it catches to a file, and SIGKILL/SIGSTOP would end or freeze it. Same user as the worker,
-    so only the sandbox stands between them."""
+    so only the sandbox stands between them. ``protect``: it makes itself non-dumpable, as the kernel
+    process and every worker do (oslayers.protect_process)."""
 
-    def __init__(self, directory, secret: str = "VICTIM-ENV-SECRET"):
+    def __init__(self, directory, secret: str = "VICTIM-ENV-SECRET", *, protect: bool = False):
         import os
         import subprocess
         import sys
@@ -216,7 +221,8 @@ class Victim:
 
         self.log = os.path.join(str(directory), f"victim-{time.monotonic_ns()}.log")
         env = {"PATH": os.environ.get("PATH", ""), "VICTIM_SECRET": secret}
-        self.proc = subprocess.Popen([sys.executable, "-S", "-c", VICTIM_CODE, self.log], env=env,
+        argv = [sys.executable, "-S", "-c", VICTIM_CODE, self.log] + (["protect"] if protect else [])
+        self.proc = subprocess.Popen(argv, env=env,
                                      start_new_session=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.pid = self.proc.pid

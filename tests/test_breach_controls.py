@@ -187,3 +187,31 @@ def test_scratch_directories_of_killed_hosts_are_removed_by_the_next(tmp_path, m
     assert os.path.basename(fresh).startswith(f"sandbox-worker-{os.getpid()}-")
     assert not stale.exists() and recent.exists() and alive.exists() and other.exists()
     assert (os.stat(fresh).st_mode & 0o777) == 0o700 and os.listdir(fresh) == []
+
+
+@pytest.mark.skipif(kernel_level_problem() is not None, reason="the kernel level is not available")
+def test_control_degraded_mode_reaches_unprotected_processes(tmp_path):
+    """What docs/security.md says degraded mode (no Landlock) does not hold: a process of the user that
+    is not one of ours (not non-dumpable) has its memory and OOM score open to a worker's native code.
+    The same cell against a non-dumpable victim fails (test_breach_review.py)."""
+    import textwrap
+
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), tmp_path / "work",
+                      landlock_abi=0, degraded=True)
+    victim = Victim(tmp_path)
+    try:
+        assert b.status()["os_layers"]["degraded"] is True
+        v = victim.pid
+        r = Run(b, textwrap.dedent(f"""
+            rw = [l for l in open('/proc/{v}/maps').read().splitlines() if ' rw-p ' in l][0]
+            addr = int(rw.split('-')[0], 16)
+            fd = os.open('/proc/{v}/mem', os.O_RDWR)
+            os.pwrite(fd, os.pread(fd, 8, addr), addr)   # writes back what is there
+            open('/proc/{v}/oom_score_adj', 'w').write('1000')
+            'reached'"""))
+        assert r.ok and r.text() == "'reached'", r.error
+        with open(f"/proc/{v}/oom_score_adj") as fh:
+            assert fh.read().strip() == "1000"
+    finally:
+        victim.close()
+        b.shutdown()

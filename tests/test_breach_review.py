@@ -2,13 +2,16 @@
 
 Cells run as plain Python inside real `kernel` workers (RogueEngine, raw system calls through the
 prelude of isolation_support), at every Landlock ABI the host has and without Landlock (degraded).
-Each test performs a real attack and asserts that it failed and that nothing happened. Attacks that
-succeeded are FINDINGS, kept as strict xfails (conditioned on the kernel having the system call, so
-that they do not pass by accident elsewhere): the filter's deny list silently skips system calls
-libseccomp does not know (`setxattrat`, `removexattrat`) and misses `file_setattr`; without Landlock
-another process's memory and OOM score are writable; a worker can outlive its kernel and lift its CPU
-limit; its stderr keeps the kernel busy for ever; its denial claims grow the audit log without bound;
-descriptors it keeps in flight stop every other process of the user from passing descriptors.
+Each test performs a real attack and asserts that it failed and that nothing happened. The review
+found: the filter's deny list silently skipped system calls libseccomp does not know (`setxattrat`,
+`removexattrat`) and missed `file_setattr`; without Landlock another process's memory and OOM score
+were writable; a worker could outlive its kernel and lift its CPU limit; its stderr kept the kernel
+busy for ever; its denial claims grew the audit log without bound;
+descriptors it kept in flight stopped every other process of the user from passing descriptors.
+Each fix closes the class, and the variants below test the class: every call above the reviewed
+number is refused, not only these; every process of ours is non-dumpable, not only the kernel; the
+parent-death signal holds whichever thread started the worker; an idle worker's CPU is bounded
+whatever keeps it busy; no descriptor leaves a worker without a network.
 """
 import errno
 import fcntl
@@ -24,7 +27,7 @@ import time
 
 import pytest
 
-from isolation_support import Run, Victim, breach_worker, kernel_level_problem, rogue_policy
+from isolation_support import ROGUE_PRELUDE, Run, Victim, breach_worker, kernel_level_problem, rogue_policy
 
 PROBLEM = kernel_level_problem()
 pytestmark = pytest.mark.skipif(PROBLEM is not None, reason=f"kernel level unavailable: {PROBLEM}")
@@ -113,13 +116,6 @@ def canary(scene, request):
         pass
 
 
-@pytest.fixture
-def victim(scene):
-    v = Victim(scene["root"])
-    yield v
-    v.close()
-
-
 def worker_pid(backend) -> int:
     return backend.status()["worker"]["pid"]
 
@@ -148,13 +144,12 @@ def raw(nr, *args):
 """
 
 
-# -- FINDING 1: the deny list silently skips names libseccomp does not know --------------------------
+# -- FINDING 1 (fixed): the deny list silently skipped names libseccomp does not know -----------------
+# setxattrat/removexattrat (Linux 6.13) were in seccomp.DENIED, but libseccomp 2.5.4 does not know their
+# names, so the rule was skipped: a cell set xattrs on any file it could name and, through
+# system.posix_acl_access, changed its mode (chmod 0777) outside the working directory. Names are now
+# resolved from our own table when libseccomp cannot, and an unresolvable name stops the worker.
 
-@pytest.mark.xfail(HAS_SETXATTRAT, strict=True, reason=(
-    "FINDING: setxattrat/removexattrat (Linux 6.13) are in seccomp.DENIED but libseccomp 2.5.4 (Debian 12) "
-    "does not know their names, so rule() skips them and the default-allow filter lets them through: a "
-    "cell sets xattrs on any file it can name and, through system.posix_acl_access, changes its mode "
-    "(chmod 0777) outside the working directory, read-only trees included"))
 def test_xattrs_and_acls_outside_cannot_be_set_through_the_at_calls(rogue, canary):
     before = metadata(canary)
     p = str(canary).encode()
@@ -174,10 +169,10 @@ def test_xattrs_and_acls_outside_cannot_be_set_through_the_at_calls(rogue, canar
     assert "ENODATA" not in r.text(), f"removexattrat reached the filesystem: {r.text()}"
 
 
-@pytest.mark.xfail(HAS_FILE_SETATTR, strict=True, reason=(
-    "FINDING: file_setattr (Linux 6.17) is not in the deny list at all (libseccomp 2.5.4 would not know "
-    "it either): a cell sets inode flags (nodump, noatime, sync: what FS_IOC_SETFLAGS, refused, would "
-    "set) on any file it can name outside the working directory"))
+# file_setattr (Linux 6.17) was not in the deny list at all: a cell set inode flags (nodump, noatime,
+# sync: what the refused FS_IOC_SETFLAGS would set) on any file outside. It is denied now, and every call
+# above the reviewed number (469 on x86_64) is refused whatever its name (next tests).
+
 def test_inode_flags_outside_cannot_be_set_through_file_setattr(rogue, canary):
     before = metadata(canary)
     p = str(canary).encode()
@@ -195,51 +190,190 @@ def test_inode_flags_outside_cannot_be_set_through_file_setattr(rogue, canary):
             subprocess.run(["chattr", "-S", "-A", "-d", str(canary)], check=False)
 
 
-# -- FINDING 2: without Landlock, other processes' memory and OOM score --------------------------------
+# -- the class: every system call newer than the review is refused -------------------------------------
 
-def test_another_processes_memory_and_oom_score_are_out_of_reach(rogue, victim, request):
-    """/proc/<pid>/mem opened for writing is ptrace by another name; oom_score_adj is a resource
-    setting of another process. Landlock denies both (no right on /proc/<other>); degraded mode
-    promises that "only the seccomp rows hold: no process, no signal, no scheduling change"."""
-    if rogue.abi == 0:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "FINDING: degraded mode (no Landlock): the worker writes another process's memory through "
-            "/proc/<pid>/mem (same user, no capabilities: no ptrace check stops it unless Yama is on; the "
-            "kernel process itself when it runs as an ordinary user) and raises its oom_score_adj to 1000")))
-    v = victim.pid
-    with open(f"/proc/{v}/oom_score_adj") as fh:
-        oom0 = fh.read()
-    r = Run(rogue, textwrap.dedent(f"""
-        done = []
-        try:
-            rw = [l for l in open('/proc/{v}/maps').read().splitlines() if ' rw-p ' in l][0]
-            addr = int(rw.split('-')[0], 16)
-            fd = os.open('/proc/{v}/mem', os.O_RDWR)
-            os.pwrite(fd, os.pread(fd, 8, addr), addr)   # writes back what is there: proof, no harm
-            done.append('mem')
-        except OSError:
-            pass
-        try:
-            with open('/proc/{v}/oom_score_adj', 'w') as fh:
-                fh.write('1000')
-            done.append('oom_score_adj')
-        except OSError:
-            pass
-        done"""))
+# Numbers no kernel has yet (470 is the next one Linux will hand out), up to the top below the x32 bit.
+NOT_YET = [470, 471, 500, 1000, 0x3FFFFFFF]
+
+
+@pytest.fixture(scope="module")
+def older_review(tmp_path_factory):
+    """A worker whose filter counts as reviewed only up to 462 (mseal, Linux 6.10): the calls Linux
+    added since, 463-469, are all new to it, as tomorrow's calls are to the real one."""
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}),
+                      tmp_path_factory.mktemp("review-older"), landlock_abi=HOST_ABI or None, max_syscall=462)
+    assert b.status()["worker"]["state"] == "ready", b.status()
+    yield b
+    b.shutdown()
+
+
+def test_every_call_above_the_reviewed_number_is_refused(older_review, canary):
+    """463-469 exist in this kernel (the unconfined test process reaches them: no ENOSYS) and include
+    allowed ones (getxattrat, listxattrat, file_getattr); above the line each returns ENOSYS, exactly
+    as on a kernel without it. Below the line calls still reach the kernel."""
+    real = [nr for nr in range(463, 470) if kernel_has(nr)]
+    p = str(canary).encode()
+    r = Run(older_review, RAW + f"[raw(nr, -100, ctypes.c_char_p({p!r}), 0, 0, 0, 0) for nr in {real + NOT_YET}]")
     assert r.ok, r.error
-    with open(f"/proc/{v}/oom_score_adj") as fh:
-        assert fh.read() == oom0, "the victim's oom_score_adj changed"
-    assert r.text() == "[]", f"reached another process: {r.text()}"
-    assert victim.untouched() == []
+    assert r.text() == repr(["ENOSYS"] * len(real + NOT_YET)), r.text()
+    r = Run(older_review, RAW + "[raw(nr, -1, 0, 0, 0, 0, 0) for nr in (451, 462)]")  # cachestat, mseal
+    assert r.ok and "ENOSYS" not in r.text(), r.text()
+    assert older_review.status()["os_layers"]["details"]["seccomp"]["max_syscall"] == 462
 
 
-# -- FINDING 3: a worker outlives its kernel; its CPU limit is its own ---------------------------------
+def test_calls_no_kernel_has_yet_are_refused_at_every_abi(rogue):
+    from sandbox_kernel.isolation import seccomp
+
+    r = Run(rogue, RAW + f"[raw(nr, -1, 0, 0, 0, 0, 0) for nr in {NOT_YET}]")
+    assert r.ok and r.text() == repr(["ENOSYS"] * len(NOT_YET)), r.text()
+    details = rogue.status()["os_layers"]["details"]["seccomp"]
+    assert details["max_syscall"] == max(seccomp.REVIEWED_MAX.values())
+    assert {"setxattrat", "removexattrat", "file_setattr"} <= set(details["denied"])
+
+
+def test_an_x32_call_kills_the_worker(tmp_path):
+    """x86_64 only: a call with the x32 bit (getpid | 0x40000000) belongs to another ABI; the filter
+    kills the whole worker, and the next cell runs in a fresh one."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("x32 exists on x86_64 only")
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), tmp_path,
+                      landlock_abi=HOST_ABI or None)
+    try:
+        pid = worker_pid(b)
+        r = Run(b, "import threading\nthreading.Thread(target=time.sleep, args=(30,)).start()\n"
+                   "libc.syscall(ctypes.c_long(39 | 0x40000000))")
+        assert not r.ok and r.done["worker"]["lost"] and "forbidden system call" in r.error["evalue"], r.error
+        assert not os.path.exists(f"/proc/{pid}/stat") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+    finally:
+        b.shutdown()
+
+
+# -- FINDING 2 (fixed where it can be): without Landlock, other processes' memory and OOM score -------
+# Degraded mode (no Landlock): the worker opened another process's /proc/<pid>/mem read-write and wrote
+# into it, and raised its oom_score_adj (same user, no capabilities, no Yama). Landlock is the only file
+# wall, so without it the processes a worker must not reach protect themselves: the kernel process and
+# every worker are non-dumpable (oslayers.protect_process), and their /proc files need CAP_SYS_PTRACE
+# or root. Other processes of the user are not protected without Landlock (test_breach_controls.py).
+
+def test_another_processes_memory_and_oom_score_are_out_of_reach(rogue, scene):
+    """/proc/<pid>/mem opened for writing is ptrace by another name; oom_score_adj is a resource
+    setting of another process. Landlock denies both (no right on /proc/<other>), for every process.
+    Without Landlock the victim is a process that protects itself, as the kernel and workers do."""
+    victim = Victim(scene["root"], protect=(rogue.abi == 0))
+    try:
+        v = victim.pid
+        with open(f"/proc/{v}/oom_score_adj") as fh:
+            oom0 = fh.read()
+        r = Run(rogue, textwrap.dedent(f"""
+            done = []
+            try:
+                rw = [l for l in open('/proc/{v}/maps').read().splitlines() if ' rw-p ' in l][0]
+                addr = int(rw.split('-')[0], 16)
+                fd = os.open('/proc/{v}/mem', os.O_RDWR)
+                os.pwrite(fd, os.pread(fd, 8, addr), addr)   # writes back what is there: proof, no harm
+                done.append('mem')
+            except OSError:
+                pass
+            try:
+                with open('/proc/{v}/oom_score_adj', 'w') as fh:
+                    fh.write('1000')
+                done.append('oom_score_adj')
+            except OSError:
+                pass
+            done"""))
+        assert r.ok, r.error
+        expected = []
+        if rogue.abi == 0 and os.geteuid() == 0:
+            # The worker of a kernel running as root is uid 0 without capabilities: the /proc files of a
+            # non-dumpable process belong to root, and oom_score_adj has no ptrace check, so uid 0 still
+            # writes it, as it writes every root-owned file when Landlock is missing (docs/security.md).
+            # As an ordinary user it holds (test_isolation_protect.py).
+            expected = ["oom_score_adj"]
+        with open(f"/proc/{v}/oom_score_adj") as fh:
+            assert fh.read() == oom0 or expected, "the victim's oom_score_adj changed"
+        assert r.text() == repr(expected), f"reached another process: {r.text()}"
+        assert victim.untouched() == []
+    finally:
+        victim.close()
+
+
+PROTECTED_HOST = r"""
+import ctypes, json, os, platform, sys
+sys.path.insert(0, sys.argv[1])
+if os.geteuid() == 0:   # an ordinary user's kernel holds no capability (CAP_SYS_PTRACE would not count)
+    nr = {"x86_64": 126, "aarch64": 91, "riscv64": 91}[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(nr, (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()) == 0
+from sandbox_kernel.isolation.oslayers import protect_process
+if sys.argv[3] == "protect":
+    assert protect_process() == {"dumpable": False}
+from isolation_support import Run, breach_worker, rogue_policy
+b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), sys.argv[2],
+                  landlock_abi=0, degraded=True)
+r = Run(b, sys.argv[4])
+print(json.dumps([r.ok, r.text(), r.error]), flush=True)
+b.shutdown()
+"""
+
+READ_THE_KERNEL = """
+done = {}
+k = os.getppid()
+for name, how in (('mem', lambda: os.close(os.open(f'/proc/{k}/mem', os.O_RDWR))),
+                  ('environ', lambda: open(f'/proc/{k}/environ', 'rb').read()),
+                  ('maps', lambda: open(f'/proc/{k}/maps').read()),
+                  ('fd links', lambda: [os.readlink(f'/proc/{k}/fd/{n}') for n in os.listdir(f'/proc/{k}/fd')]),
+                  ('stat', lambda: open(f'/proc/{k}/stat').read())):
+    try:
+        how()
+        done[name] = 'read'
+    except OSError as exc:
+        done[name] = errno.errorcode.get(exc.errno)
+done
+"""
+
+
+@pytest.mark.parametrize("protect", ["protect", "as-before"])
+def test_without_landlock_the_kernels_memory_is_out_of_reach(tmp_path, protect):
+    """The kernel process calling protect_process() (what kernel.py does at start-up), holding no
+    capability, as an ordinary user's: a degraded worker reads none of its memory, environment, maps
+    or descriptors; only stat (psutil's, jupyter-resource-usage's) stays readable. Without the call
+    (control) the same cell reads them all."""
+    out = subprocess.run([sys.executable, "-c", PROTECTED_HOST, TESTS_DIR, str(tmp_path), protect,
+                          READ_THE_KERNEL], capture_output=True, text=True, cwd=TESTS_DIR, timeout=300)
+    ok, text, error = json.loads(out.stdout.splitlines()[-1])
+    assert ok, error
+    got = eval(text)  # noqa: S307 - a dict of names and errno names the cell returned
+    if protect == "protect":
+        assert got == {"mem": "EACCES", "environ": "EACCES", "maps": "EACCES", "fd links": "EACCES",
+                       "stat": "read"}, got
+    else:
+        assert set(got.values()) == {"read"}, got
+
+
+# -- FINDING 3 (fixed): a worker outlived its kernel; its CPU limit was its own -----------------------
+# A worker survived its kernel's SIGKILL (reparented to init) when its cell cleared PR_SET_PDEATHSIG
+# (not filtered), neutered the parent watchdog's os._exit and left a non-daemon thread; and the hard
+# RLIMIT_CPU was unlimited, so a cell lifted its soft limit and a thread it left spinning ran between
+# cells with no limit at all. Now the filter refuses PR_SET_PDEATHSIG, every worker is started from a
+# thread that lives as long as the kernel (the signal fires when that *thread* ends), the hard CPU limit
+# is the worker's lifetime budget, and the host stops a worker that burns CPU while idle.
 
 ORPHAN_HOST = r"""
-import sys
+import sys, threading
 sys.path.insert(0, sys.argv[1])
 from isolation_support import Run, breach_worker, rogue_policy
-b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), sys.argv[2])
+made = []
+def make():
+    made.append(breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), sys.argv[2]))
+if sys.argv[4:] == ["from-a-thread"]:   # as a timer or an executor would: the thread ends at once
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+else:
+    make()
+b = made[0]
 r = Run(b, sys.argv[3])
 print(b.status()["worker"]["pid"], r.ok, flush=True)
 sys.stdin.read()
@@ -253,13 +387,10 @@ threading.Thread(target=lambda: time.sleep(3600), daemon=False).start()   # shut
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING: a worker survives its kernel's SIGKILL (reparented to init) when its cell clears "
-    "PR_SET_PDEATHSIG with prctl (not filtered), neuters the parent watchdog's os._exit and leaves a "
-    "non-daemon thread (EOF on the channel then ends main() but not the process); it keeps its memory "
-    "and can lift its CPU limit (see the next test), so it runs on after the notebook is gone"))
-def test_a_worker_does_not_outlive_its_kernel(tmp_path):
-    host = subprocess.Popen([sys.executable, "-c", ORPHAN_HOST, TESTS_DIR, str(tmp_path), OUTLIVE_CELL],
+def outlives_its_host(tmp_path, cell, *how) -> str | None:
+    """Start a host process whose worker runs ``cell``, SIGKILL the host, and say what the worker does
+    then: None once it has gone, else its state. The worker is killed afterwards in any case."""
+    host = subprocess.Popen([sys.executable, "-c", ORPHAN_HOST, TESTS_DIR, str(tmp_path), cell, *how],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=TESTS_DIR)
     pid, ok = host.stdout.readline().split()
     pid = int(pid)
@@ -273,9 +404,9 @@ def test_a_worker_does_not_outlive_its_kernel(tmp_path):
             time.sleep(0.1)
         with open(f"/proc/{pid}/stat") as fh:
             state = fh.read().rsplit(")", 1)[1].split()
-        assert state[0] in ("Z", "X"), f"worker {pid} still running, parent {state[1]}"
+        return None if state[0] in ("Z", "X") else f"worker {pid} still running ({state[0]}), parent {state[1]}"
     except FileNotFoundError:
-        pass
+        return None
     finally:
         try:
             os.kill(pid, signal.SIGKILL)  # the worker this test's host started
@@ -283,10 +414,28 @@ def test_a_worker_does_not_outlive_its_kernel(tmp_path):
             pass
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING: the hard RLIMIT_CPU is unlimited, so a cell lifts the soft limit (and ignores SIGXCPU); "
-    "a thread it leaves spinning then runs between cells with no limit at all (the host's wall-clock "
-    "kill covers a running cell only), and for ever in a worker that outlived its kernel"))
+def test_a_worker_does_not_outlive_its_kernel(tmp_path):
+    assert outlives_its_host(tmp_path, OUTLIVE_CELL) is None
+
+
+def test_a_worker_started_from_a_short_lived_thread_lives_with_its_kernel_and_dies_with_it(tmp_path):
+    """The thread that made the backend has ended before the cell runs: the worker is still there to
+    run it (its parent-death signal belongs to a thread that lasts), and it dies with the kernel."""
+    assert outlives_its_host(tmp_path, OUTLIVE_CELL + "'ran'", "from-a-thread") is None
+
+
+def test_the_parent_death_signal_cannot_be_changed(host_worker):
+    """Cleared, replaced by a harmless signal, or with garbage in the upper half of the option: each
+    refused, and the worker still gets SIGKILL when its kernel dies (PR_GET_PDEATHSIG)."""
+    r = Run(host_worker, RAW + "nr = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, 'prctl')\n"
+                               "armed = ctypes.c_int(-1)\n"
+                               "[raw(nr, 1, 0, 0, 0, 0), raw(nr, 1, signal.SIGCONT, 0, 0, 0), "
+                               "raw(nr, 1 | (7 << 32), 0, 0, 0, 0), raw(nr, 2, ctypes.addressof(armed), 0, 0, 0), "
+                               "armed.value]")
+    assert r.ok, r.error
+    assert r.text() == repr(["EPERM", "EPERM", "EPERM", 0, int(signal.SIGKILL)]), r.text()
+
+
 def test_a_cell_cannot_lift_the_workers_cpu_limit(host_worker):
     r = Run(host_worker, "resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
                          "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n'lifted'")
@@ -298,23 +447,124 @@ def test_a_cell_cannot_lift_the_workers_cpu_limit(host_worker):
     xcpu_ignored = bool(ignored & (1 << (signal.SIGXCPU - 1)))
     Run(host_worker, "signal.signal(signal.SIGXCPU, signal.SIG_DFL)")
     assert hard != "unlimited" or (soft != "unlimited" and not xcpu_ignored), (r.text(), soft, hard, xcpu_ignored)
+    assert not r.ok, "the cell raised its hard CPU limit"
 
 
-# -- FINDING 4: the worker's stderr keeps the kernel busy ----------------------------------------------
+SPIN_AND_LEAVE = """
+resource.setrlimit(resource.RLIMIT_CPU, resource.getrlimit(resource.RLIMIT_CPU)[1:] * 2)
+signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+import threading
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+'left spinning'
+"""
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING: the host drains a worker's stderr without limit (WorkerProcess._drain keeps an 8 kB tail of "
-    "everything): a thread writing to fd 2 keeps the kernel process at ~0.7 CPU for as long as the worker "
-    "lives, between cells too (measured: 2.0 s of the kernel's CPU per 3 s idle), unbounded CPU in the "
-    "kernel that no cap or flood check sees"))
+
+def test_a_thread_left_spinning_between_cells_is_stopped(tmp_path):
+    """The cell lifts its soft CPU limit to the hard one, ignores SIGXCPU and leaves a thread spinning,
+    then ends. Between cells the host sees the idle worker burn CPU, stops it, and the next cell says
+    so (and runs in a fresh worker)."""
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), tmp_path,
+                      landlock_abi=HOST_ABI or None)
+    try:
+        pid = worker_pid(b)
+        r = Run(b, SPIN_AND_LEAVE)
+        assert r.ok and r.text() == "'left spinning'", r.error
+        for _ in range(600):  # the check runs every second; a busy machine may take a while
+            if b._active is None or not b._active.alive():
+                break
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}/stat") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX"
+        after = Run(b, "import os\nos.getpid()")
+        assert after.ok and int(after.text()) != pid
+        assert after.done["worker"]["reason"] == "cpu", after.done.get("worker")
+        notice = "".join(e["text"] for e in after.events if e["type"] == "stream" and e["name"] == "stderr")
+        assert "kept using the CPU while no cell was running" in notice, notice
+    finally:
+        b.shutdown()
+
+
+def test_an_idle_worker_after_real_work_is_left_alone(tmp_path):
+    """Control: BLAS threads after a matmul, a sleeping thread and a timer a cell left behind use no
+    CPU to speak of; the worker keeps its variables across several idle checks."""
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 1024, "timeout": 30.0}), tmp_path,
+                      landlock_abi=HOST_ABI or None)
+    try:
+        pid = worker_pid(b)
+        r = Run(b, "import numpy as np, threading\na = np.random.rand(600, 600)\nkept = float((a @ a).sum())\n"
+                   "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+                   "threading.Timer(2.0, lambda: sum(range(10 ** 5))).start()\n'done'")
+        assert r.ok, r.error
+        first = b.idle_checks
+        for _ in range(3000):  # until the host has measured the idle worker five times
+            if b.idle_checks >= first + 5:
+                break
+            time.sleep(0.1)
+        assert b.idle_checks >= first + 5, (first, b.idle_checks)
+        after = Run(b, "(os.getpid(), kept == float((a @ a).sum()))")
+        assert after.ok and after.text() == repr((pid, True)), (after.text(), after.done.get("worker"))
+        assert "worker" not in after.done, after.done.get("worker")
+    finally:
+        b.shutdown()
+
+
+# -- FINDING 4 (fixed): the worker's stderr kept the kernel busy ---------------------------------------
+# The host drained a worker's stderr without limit (an 8 kB tail of everything): a thread writing to fd
+# 2 kept the kernel process at ~0.7 CPU for as long as the worker lived. Now the host reads at most
+# STDERR_BYTES in STDERR_READS reads per worker life, keeps the tail, and closes the pipe.
+
 def test_the_kernel_does_not_drain_unbounded_stderr(host_worker):
+    from sandbox_kernel.isolation.process import STDERR_BYTES
+
     total = 256 * 2 ** 20
     r = Run(host_worker, f"buf = b'x' * 65536\nwritten = 0\nwhile written < {total}:\n"
                          "    written += os.write(2, buf)\nwritten")
     assert not r.ok or int(r.text()) < total, "the kernel read all 256 MB of a cell's stderr"
+    w = host_worker._active
+    assert w.stderr_bytes <= STDERR_BYTES + 65536, w.stderr_bytes
+    assert Run(host_worker, "1 + 1").text() == "2"  # the worker is still there, without its stderr
 
 
-# -- FINDING 5: denial claims grow the operator's audit log without bound ------------------------------
+def test_many_small_stderr_writes_between_cells_are_bounded_too(tmp_path):
+    """A thread a cell leaves behind writes one byte at a time to fd 2 (a read per byte for the host):
+    the host stops after STDERR_READS reads, and the thread's writes then fail."""
+    from sandbox_kernel.isolation.process import STDERR_BYTES, STDERR_READS
+
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), tmp_path,
+                      landlock_abi=HOST_ABI or None, idle_cpu=None)
+    try:
+        r = Run(b, "import threading\nwrites = {'ok': 0, 'failed': None}\n"
+                   "def dribble():\n"
+                   "    while True:\n"
+                   "        try:\n"
+                   "            os.write(2, b'x')\n"
+                   "            writes['ok'] += 1\n"
+                   "            time.sleep(0.0001)\n"
+                   "        except OSError as exc:\n"
+                   "            writes['failed'] = exc.errno\n"
+                   "            return\n"
+                   "threading.Thread(target=dribble, daemon=True).start()")
+        assert r.ok, r.error
+        w = b._active
+        w._drainer.join(300)
+        assert not w._drainer.is_alive(), "the host is still reading the worker's stderr"
+        assert w.stderr_bytes <= STDERR_BYTES and w.stderr_bytes <= STDERR_READS * 65536
+        assert "stopped reading this worker's stderr" in w.last_words()[-1]
+        for _ in range(100):  # the thread notices at its next write
+            r = Run(b, "writes['failed']")
+            if r.text() is not None:
+                break
+            time.sleep(0.05)
+        assert r.ok and r.text() == str(errno.EPIPE), r.text()
+    finally:
+        b.shutdown()
+
+
+# -- FINDING 5 (fixed in the kernel, 937f917): denial claims grew the operator's audit log -------------
+# Every denial a worker claimed was appended to the audit log with no cap per cell: one cell of forged
+# 12 kB records wrote 193 MB. The kernel now keeps at most 100 records per cell and counts the rest.
 
 DENIAL_FLOOD = """
 import gc
@@ -325,11 +575,6 @@ for i in range(%d):
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING: every denial a worker claims is appended to the operator's audit log (kernel._record_denial "
-    "-> _flush_audit), with no cap per cell: one cell of forged 12 kB records wrote 193 MB (measured, 2.6 s), "
-    "each further cell as much again; the kernel process writes it, outside the working directory, "
-    "under no RLIMIT_FSIZE"))
 def test_forged_denials_do_not_grow_the_audit_log_without_bound(tmp_path):
     from kernel_helpers import start_client
 
@@ -351,7 +596,13 @@ def test_forged_denials_do_not_grow_the_audit_log_without_bound(tmp_path):
     assert lines <= claimed // 10, f"{lines} audit lines from one cell's claims"
 
 
-# -- FINDING 6: the user's in-flight descriptor budget ------------------------------------------------
+# -- FINDING 6 (fixed): the user's in-flight descriptor budget ----------------------------------------
+# sendmsg(SCM_RIGHTS) was allowed, and Linux counts descriptors in flight per user (user->unix_inflight,
+# checked against the sender's RLIMIT_NOFILE): a cell that sent descriptors into a socketpair it never
+# read (or into the channel between requests) held ~1200 in flight, and every other process of the user
+# without CAP_SYS_RESOURCE and with the usual 1024 open files then got ETOOMANYREFS. The filter cannot
+# read a message's control data, so without a network policy sendmsg and sendmmsg are refused (the
+# channel uses send/recv). With a network policy they stay (glibc's resolver needs sendmmsg): documented.
 
 FD_PASS_PROBE = r"""
 import array, ctypes, os, platform, resource, socket
@@ -376,12 +627,6 @@ def another_process_passes_a_descriptor() -> str:
                           timeout=60).stdout.strip()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FINDING: sendmsg(SCM_RIGHTS) is allowed, and Linux counts descriptors in flight per user "
-    "(user->unix_inflight, checked against the sender's RLIMIT_NOFILE): a cell that sends descriptors "
-    "into a socketpair it never reads (or into the channel between requests) holds ~1200 in flight, and "
-    "every other process of the user without CAP_SYS_RESOURCE and with the usual 1024 open files then "
-    "gets ETOOMANYREFS when it passes a descriptor, for as long as the worker lives"))
 def test_a_worker_cannot_exhaust_the_users_in_flight_descriptors(host_worker):
     assert another_process_passes_a_descriptor() == "passed"  # control
     r = Run(host_worker, textwrap.dedent("""
@@ -400,8 +645,21 @@ def test_a_worker_cannot_exhaust_the_users_in_flight_descriptors(host_worker):
     try:
         assert r.ok, r.error
         assert another_process_passes_a_descriptor() == "passed", f"the worker holds {r.text()} in flight"
+        assert r.text() == "0"
     finally:
         Run(host_worker, "[s.close() for s in held_pair]\n[os.close(fd) for fd in fds]")
+
+
+def test_no_call_that_carries_descriptors_is_allowed_without_a_network(host_worker):
+    """sendmsg and sendmmsg refused by the filter itself (EPERM, where the kernel would say EFAULT
+    for these null pointers); send and recv, which the channel uses, work."""
+    r = Run(host_worker, RAW + textwrap.dedent("""
+        a, b = socket.socketpair()
+        nr = lambda name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+        out = [raw(nr('sendmsg'), a.fileno(), 0, 0), raw(nr('sendmmsg'), a.fileno(), 0, 1, 0)]
+        out += [a.send(b'ok'), b.recv(2)]
+        out"""))
+    assert r.ok and r.text() == repr(["EPERM", "EPERM", 2, b"ok"]), (r.text(), r.error)
 
 
 # -- attempts that failed (regressions) ----------------------------------------------------------------
@@ -506,9 +764,21 @@ def test_file_size_limit_holds_for_sparse_writes_and_preallocation(host_worker):
     assert r.ok and int(r.text()) <= 2 ** 30, r.text()
 
 
-def test_file_descriptors_passed_over_the_channel_never_reach_the_kernel(host_worker):
-    """SCM_RIGHTS on the socketpair: the host reads with recv(), so the kernel discards the passed
-    descriptors; the host's own descriptor count must not grow, the cell still completes."""
+@pytest.fixture(scope="module")
+def network_worker(tmp_path_factory):
+    """A worker whose policy has the network: sendmsg is allowed in it."""
+    b = breach_worker("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}, network=True),
+                      tmp_path_factory.mktemp("review-network"), landlock_abi=HOST_ABI or None)
+    assert b.status()["worker"]["state"] == "ready", b.status()
+    yield b
+    b.shutdown()
+
+
+def test_file_descriptors_passed_over_the_channel_never_reach_the_kernel(network_worker):
+    """SCM_RIGHTS on the socketpair, in a worker with a network policy (without one sendmsg is refused):
+    the host reads with recv(), so the kernel discards the passed descriptors; the host's own
+    descriptor count must not grow, the cell still completes."""
+    host_worker = network_worker
     def host_fds():
         return len(os.listdir("/proc/self/fd"))
 
@@ -527,22 +797,56 @@ def test_file_descriptors_passed_over_the_channel_never_reach_the_kernel(host_wo
     assert host_fds() <= before + 2, (before, host_fds())
 
 
-@pytest.fixture(scope="module")
-def with_spare(tmp_path_factory):
+def spare_backend(workdir, **options):
     """A worker and its pre-warmed spare (started before the breached cell runs)."""
     from sandbox_kernel.isolation import make_backend
 
-    from isolation_support import ROGUE_PRELUDE
-
-    b = make_backend("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}),
-                     str(tmp_path_factory.mktemp("review-spare")), spare=True, warm=("numpy",), grace=1.0,
-                     cancel_grace=1.0, engine="isolation_support:RogueEngine", extra_sys_path=[TESTS_DIR])
+    b = make_backend("kernel", rogue_policy(limits={"memory_mb": 512, "timeout": 10.0}), str(workdir),
+                     spare=True, warm=("numpy",), grace=1.0, cancel_grace=1.0,
+                     engine="isolation_support:RogueEngine", extra_sys_path=[TESTS_DIR], **options)
     assert b.wait_ready()
     assert Run(b, ROGUE_PRELUDE).ok
     assert b._spare is not None and b._spare.wait_ready(60), "the spare did not start"
     assert b.status()["worker"]["spare"] == "ready"
+    return b
+
+
+@pytest.fixture(scope="module")
+def with_spare(tmp_path_factory):
+    b = spare_backend(tmp_path_factory.mktemp("review-spare"))
     yield b
     b.shutdown()
+
+
+@pytest.fixture(scope="module")
+def degraded_with_spare(tmp_path_factory):
+    """The same without Landlock (degraded mode)."""
+    b = spare_backend(tmp_path_factory.mktemp("review-spare-degraded"), landlock_abi=0, degraded=True)
+    yield b
+    b.shutdown()
+
+
+def test_without_landlock_the_spare_worker_is_out_of_reach(degraded_with_spare):
+    """Without Landlock only the spare's own protection (non-dumpable) keeps the active worker out of
+    its /proc files: its memory, environment, maps, descriptors' targets. As uid 0 (a kernel running as
+    root) the files without a ptrace check stay writable or listable for uid 0, like every root-owned file
+    in degraded mode (docs/security.md); as an ordinary user they hold too (test_isolation_protect.py)."""
+    b = degraded_with_spare
+    spare = b._spare
+    s = spare.pid
+    cells = {"mem": f"os.close(os.open('/proc/{s}/mem', os.O_RDWR))",
+             "environ": f"open('/proc/{s}/environ', 'rb').read()",
+             "maps": f"open('/proc/{s}/maps').read()",
+             "fd targets": f"[os.readlink(f'/proc/{s}/fd/{{n}}') for n in os.listdir('/proc/{s}/fd')]",
+             "auxv": f"open('/proc/{s}/auxv', 'rb').read()",
+             "oom_score_adj": f"open('/proc/{s}/oom_score_adj', 'w').write('0')",
+             "clear_refs": f"open('/proc/{s}/clear_refs', 'w').write('5')",
+             "fd numbers": f"os.listdir('/proc/{s}/fd')"}
+    reached = sorted(name for name, cell in cells.items() if Run(b, cell).ok)
+    expected = ["clear_refs", "fd numbers", "oom_score_adj"] if os.geteuid() == 0 else []
+    assert reached == expected, reached
+    assert Run(b, f"open('/proc/{s}/stat').read()").ok  # what psutil reads stays readable
+    assert b._spare is spare and spare.alive() and b.status()["worker"]["spare"] == "ready"
 
 
 def test_the_spare_worker_is_out_of_reach(with_spare):

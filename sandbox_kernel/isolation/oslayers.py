@@ -10,6 +10,9 @@
 
 Fail closed: a layer the level requires that cannot be applied raises :class:`LayerError`, unless the
 operator allowed degraded mode, in which case the failure is recorded and reported by ``status()``.
+
+:func:`protect_process` is not a layer of the worker but a wall around the processes a worker could
+reach: the kernel process and every worker make themselves non-dumpable at start-up.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import sys
 
 from . import landlock, rlimits, seccomp
 
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -69,6 +73,27 @@ def drop_capabilities() -> dict:
         e = ctypes.get_errno()
         raise OSError(e, f"capset failed: {os.strerror(e)}")
     return {"effective": 0, "root": os.geteuid() == 0}
+
+
+def protect_process() -> dict:
+    """Make this process non-dumpable. Its ``/proc/<pid>`` files then belong to root, and those that
+    reveal or change the process (``mem``, ``environ``, ``fd/``, ``maps``, ``oom_score_adj``,
+    ``clear_refs`` ...) need CAP_SYS_PTRACE or root: no other process of the same user can open them,
+    a worker without Landlock included. ``stat``, ``statm``, ``status`` and ``cmdline`` stay readable
+    (psutil, jupyter-resource-usage). Costs: no core dumps, no same-user debugger attaching (gdb -p,
+    py-spy). execve resets it, so every worker calls this for itself. Never raises: returns
+    ``{"dumpable": False}`` on success, else the reason (``{"dumpable": True, "error": ...}``)."""
+    if not sys.platform.startswith("linux"):
+        return {"dumpable": None, "error": f"not available on {sys.platform}"}
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.restype = ctypes.c_int
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            e = ctypes.get_errno()
+            return {"dumpable": True, "error": f"prctl(PR_SET_DUMPABLE): {os.strerror(e)}"}
+        return {"dumpable": bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))}
+    except OSError as exc:
+        return {"dumpable": True, "error": str(exc)}
 
 
 def effective_capabilities() -> int:
@@ -140,7 +165,9 @@ def apply_early(record: LayerRecord, *, workdir: str | None, network: bool, extr
 
 
 def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsize_mb=None,
-               nofile=None) -> None:
+               nofile=None, cpu_hours=None, max_syscall=None) -> None:
+    """``cpu_hours``: the worker's lifetime CPU (rlimits); ``max_syscall``: a lower ceiling than the
+    reviewed one for the system calls the filter lets through (tests)."""
     if record.level == "none":
         return
     kw = {}
@@ -148,6 +175,8 @@ def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsi
         kw["fsize_mb"] = fsize_mb
     if nofile is not None:
         kw["nofile"] = nofile
+    if cpu_hours is not None:
+        kw["cpu_hours"] = cpu_hours
     record.attempt("rlimits", rlimits.apply, memory_mb=memory_mb, **kw)
     if record.level == "kernel":
         problem = platform_problem()
@@ -160,7 +189,7 @@ def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsi
             return
         ll = record.layers.get("landlock", {})
         record.attempt("seccomp", seccomp.apply, network=network,
-                       landlock_abi=ll.get("abi", 0) if ll.get("active") else 0)
+                       landlock_abi=ll.get("abi", 0) if ll.get("active") else 0, max_syscall=max_syscall)
 
 
 def _raise(message):

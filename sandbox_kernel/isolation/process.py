@@ -15,13 +15,18 @@ end of a socketpair, relays its events as they arrive and owns its life:
   each checked to carry the id of the request being served;
 * while relaying a cell the host keeps no more than the cell's own output caps allow (text: the cell's
   ``output_bytes``; displays: ``max_display_bytes``); output past them is discarded unread;
-* the ``done`` summary states only what the worker may claim; ``worker`` is the host's own record.
+* the ``done`` summary states only what the worker may claim; ``worker`` is the host's own record;
+* nothing else of the worker's costs the host without bound: every worker is started from one thread
+  that lasts as long as the kernel (its parent-death SIGKILL fires when the kernel dies, never before),
+  once a second the host checks that the idle worker burns no CPU (a thread a cell left spinning), and
+  it reads at most STDERR_BYTES of the worker's stderr in the worker's whole life.
 """
 from __future__ import annotations
 
 import atexit
 import collections
 import os
+import queue
 import re
 import shutil
 import signal
@@ -58,6 +63,17 @@ TEXT_SLACK = 64 * 1024
 MAX_BYTES_PER_CHAR = 6
 # A denial record larger than this is dropped unread (the kernel's audit keeps a sentence, not a book).
 DENIAL_FRAME_BYTES = 256 * 1024
+# What the host reads of a worker's stderr (diagnostics: the last lines before a crash) in the worker's
+# whole life; then it closes the pipe (the worker's writes fail with EPIPE), so a worker that writes to
+# fd 2 for ever costs the kernel a bounded amount of CPU.
+STDERR_BYTES = 4 * 2 ** 20
+STDERR_READS = 20_000
+# An idle worker (no request running) may use this much CPU time, counted from IDLE_SETTLE seconds after
+# its last request ended (BLAS threads spin briefly after work); past it, a thread left running by a
+# cell is burning the machine between cells, so the worker is stopped and the next cell says so.
+IDLE_CPU_SECONDS = 2.0
+IDLE_SETTLE = 1.0
+IDLE_CHECK = 1.0
 # Evidence in a dead worker's last stderr lines that it ran out of memory (C++, Python, libc, BLAS).
 _MEMORY_WORDS = re.compile(r"MemoryError|bad_alloc|out of memory|cannot allocate memory|memory allocation "
                            r"failed|failed to allocate", re.IGNORECASE)
@@ -87,6 +103,42 @@ def _kill_live_workers():
             pass
 
 
+class _Spawner:
+    """Starts every worker from one thread that lives as long as the kernel's process. A worker's
+    parent-death signal (SIGKILL, which its filter forbids it to change) fires when the *thread* that
+    started it ends: from a short-lived thread (a timer, an executor) a worker would die early, and
+    without the signal it could outlive the kernel."""
+
+    _lock = threading.Lock()
+    _jobs: "queue.SimpleQueue | None" = None
+    _pid: int | None = None
+
+    @classmethod
+    def popen(cls, *args, **kwargs) -> subprocess.Popen:
+        with cls._lock:
+            if cls._pid != os.getpid():  # first use, or a forked copy of the kernel without the thread
+                cls._jobs, cls._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=cls._serve, args=(cls._jobs,), name="sandbox-worker-spawner",
+                                 daemon=True).start()
+            jobs = cls._jobs
+        done, result = threading.Event(), {}
+        jobs.put((args, kwargs, result, done))
+        done.wait()
+        if "error" in result:
+            raise result["error"]
+        return result["proc"]
+
+    @staticmethod
+    def _serve(jobs):
+        while True:
+            args, kwargs, result, done = jobs.get()
+            try:
+                result["proc"] = subprocess.Popen(*args, **kwargs)
+            except BaseException as exc:  # noqa: B902 - handed to the caller
+                result["error"] = exc
+            done.set()
+
+
 class WorkerLost(Exception):
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -112,15 +164,12 @@ class WorkerProcess:
         env.update({"HOME": workdir, "TMPDIR": workdir, "PYTHONDONTWRITEBYTECODE": "1",
                     "MPLCONFIGDIR": workdir})
         cmd = [python or sys.executable, "-I", "-m", "sandbox_kernel.isolation.worker",
-               "--fd", str(child.fileno())]
-        if threading.current_thread() is threading.main_thread():
-            # PR_SET_PDEATHSIG fires when the spawning *thread* exits: only safe from the main thread.
-            cmd.append("--die-with-parent")
+               "--fd", str(child.fileno()), "--die-with-parent", "--parent", str(os.getpid())]
         self.spawned = time.monotonic()
         try:
-            self.proc = subprocess.Popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir,
-                                         env=env, start_new_session=True, close_fds=True)
+            self.proc = _Spawner.popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir,
+                                       env=env, start_new_session=True, close_fds=True)
         finally:
             child.close()
         self.pid = self.proc.pid
@@ -130,6 +179,9 @@ class WorkerProcess:
         self.fatal: str | None = None
         self.killed_by_host: str | None = None
         self.stderr_tail: collections.deque = collections.deque(maxlen=50)
+        self.stderr_bytes = 0  # read from the worker's stderr so far (at most STDERR_BYTES)
+        self.idle_since: float | None = None  # when its last request ended (None: one is running)
+        self.idle_cpu: float | None = None    # its CPU time IDLE_SETTLE s after that
         self.cells = 0
         self.last_policy_sent = None
         self._drainer = threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True)
@@ -140,20 +192,31 @@ class WorkerProcess:
             self.fatal = f"could not start the worker: {exc}"
 
     def _drain(self):
-        """Keep the last few KB of the worker's stderr for diagnostics, reading in bounded chunks (a
-        worker that writes a gigabyte without a newline costs the host nothing)."""
+        """Keep the last few KB of the worker's stderr for diagnostics, reading in bounded chunks, and
+        at most STDERR_BYTES in STDERR_READS reads in the worker's life: then the pipe is closed."""
         fd = self.proc.stderr.fileno()
         tail = b""
+        reads = 0
         try:
-            while True:
+            while self.stderr_bytes < STDERR_BYTES and reads < STDERR_READS:
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     break
+                reads += 1
+                self.stderr_bytes += len(chunk)
                 tail = (tail + chunk)[-8192:]
                 self.stderr_tail.clear()
                 self.stderr_tail.extend(tail.decode("utf-8", "replace").splitlines()[-50:])
+            else:
+                self.stderr_tail.append(f"[sandbox] stopped reading this worker's stderr after "
+                                        f"{self.stderr_bytes / 2 ** 20:.1f} MB in {reads} reads")
         except (OSError, ValueError):
             pass
+        finally:
+            try:
+                self.proc.stderr.close()
+            except OSError:
+                pass
 
     def last_words(self, settle: float = 0.5) -> list[str]:
         """The last lines the worker wrote to stderr; once it has exited, after the drain read them all."""
@@ -190,7 +253,7 @@ class WorkerProcess:
             self.kill("startup refused")
             return False
         self.ready = msg
-        self.ready_at = time.monotonic()
+        self.ready_at = self.idle_since = time.monotonic()
         return True
 
     def alive(self) -> bool:
@@ -235,6 +298,16 @@ class WorkerProcess:
             return f"was ended by {name}"
         return f"exited with status {rc}"
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU time of every thread of the worker (/proc/<pid>/stat, which stays readable
+        while the worker is non-dumpable)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
+
     def rss_mb(self) -> float | None:
         try:
             with open(f"/proc/{self.pid}/statm", "rb") as fh:
@@ -253,7 +326,8 @@ class WorkerBackend:
                  max_event_bytes: int = MAX_EVENT_BYTES, max_cell_bytes: int = 256 * 2 ** 20,
                  max_display_bytes: int = DEFAULT_DISPLAY_BYTES,
                  engine: str | None = None, extra_sys_path=(), landlock_abi: int | None = None,
-                 workdir_files: bool | None = None, protect=(), start: bool = True):
+                 workdir_files: bool | None = None, protect=(), cpu_hours: float | None = None,
+                 idle_cpu: float | None = IDLE_CPU_SECONDS, max_syscall: int | None = None, start: bool = True):
         if level not in ("process", "kernel"):
             raise ValueError(f"WorkerBackend runs levels 'process' and 'kernel', not {level!r}")
         # Options may arrive as strings (traitlets Dict on a command line).
@@ -269,6 +343,9 @@ class WorkerBackend:
         if isinstance(protect, str):
             protect = [protect]
         landlock_abi = int(landlock_abi) if landlock_abi not in (None, "") else None
+        max_syscall = int(max_syscall) if max_syscall not in (None, "") else None
+        cpu_hours = float(cpu_hours) if cpu_hours not in (None, "") else None
+        idle_cpu = float(idle_cpu) if idle_cpu not in (None, "") else None
         workdir_files = _flag(workdir_files) if workdir_files not in (None, "") else None
         self.level = level
         self.policy = policy
@@ -285,7 +362,10 @@ class WorkerBackend:
         self.max_display_bytes = int(max_display_bytes)
         self._options = {"warm": list(warm), "fsize_mb": fsize_mb, "nofile": nofile,
                          "extra_read": [str(p) for p in extra_read], "engine": engine,
-                         "extra_sys_path": [str(p) for p in extra_sys_path], "landlock_abi": landlock_abi}
+                         "extra_sys_path": [str(p) for p in extra_sys_path], "landlock_abi": landlock_abi,
+                         "cpu_hours": cpu_hours, "max_syscall": max_syscall}
+        self.idle_cpu = idle_cpu
+        self.idle_checks = 0  # times the idle worker's CPU was measured
         # Places no worker may be given rights on (workdir.py), as this process's environment names
         # them, and whether the working directory reaches one. The worker checks again on its own.
         self._protected = [list(p) for p in protected_places(
@@ -319,9 +399,13 @@ class WorkerBackend:
             self._unsupported = (f"the 'kernel' isolation level needs Linux (Landlock, seccomp); this is "
                                  f"{sys.platform}. Choose isolation 'process', or run the kernel in a Linux "
                                  "container or VM")
+        self._watch_stop = threading.Event()
         if start and self._unsupported is None:
             self._active = self._spawn()
             self._ensure_spare()  # at once by default: even a crash in the first cell recovers instantly
+        if self._unsupported is None and self.idle_cpu is not None:
+            threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._watch_stop),
+                             name="sandbox-idle-watch", daemon=True).start()
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -445,6 +529,34 @@ class WorkerBackend:
                 w.kill("discarded")
         self._active = None
 
+    def check_idle(self) -> None:
+        """Stop the active worker if it burns CPU while no request runs (a thread a cell left spinning:
+        the wall-clock kill only covers a running cell). Reported with the next cell. Skipped while a
+        request holds the backend."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            w = self._active
+            if w is None or w.ready is None or w.idle_since is None or w.killed_by_host or not w.alive():
+                return
+            if time.monotonic() - w.idle_since < IDLE_SETTLE:
+                return
+            used = w.cpu_seconds()
+            if used is None:
+                return
+            self.idle_checks += 1
+            if w.idle_cpu is None:
+                w.idle_cpu = used
+                return
+            burnt = used - w.idle_cpu
+            if burnt > self.idle_cpu:
+                w.kill("busy while idle")
+                self._record_loss(w, "cpu", f"the sandbox worker kept using the CPU while no cell was running "
+                                  f"({burnt:.1f} s of CPU time; a thread left running by a cell?), so it was "
+                                  "stopped", when="between cells")
+        finally:
+            self._lock.release()
+
     # -- the cell ------------------------------------------------------------------------------
 
     def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
@@ -478,6 +590,7 @@ class WorkerBackend:
                    **self._policy_field(w, policy)}
             self._cancel_at = None
             self._running = w
+            w.idle_since = w.idle_cpu = None
             try:
                 # The hard deadline counts from the moment the worker has the cell.
                 hard = time.monotonic() + eff_limits.timeout + self.grace if eff_limits.timeout else None
@@ -494,6 +607,7 @@ class WorkerBackend:
             finally:
                 self._running = None
                 self._cancel_at = None
+                w.idle_since = time.monotonic()
             # What the host knows better than the worker: the policy it sent and the cell's number.
             done["policy"] = eff_policy.name
             if execution_count is not None:
@@ -699,6 +813,7 @@ class WorkerBackend:
                 return None, self.startup_error or "the sandbox worker is not available"
             rid = self._new_id()
             max_bytes = min(max_bytes, self.max_event_bytes)
+            w.idle_since = w.idle_cpu = None
             try:
                 self._send(w, {"op": op, "id": rid, "max_bytes": max_bytes, **payload})
                 try:
@@ -731,6 +846,8 @@ class WorkerBackend:
             except BaseException:
                 self._stop_after_host_error(w, when)  # its answer would arrive out of turn
                 raise
+            finally:
+                w.idle_since = time.monotonic()
 
     def evaluate(self, expression, *, policy=None, display_bytes=None):
         eff = policy or self.policy
@@ -860,6 +977,7 @@ class WorkerBackend:
         """Stop every worker. Safe from another thread while a cell runs: that cell's worker is
         killed and the cell ends with an error (the kernel is going away)."""
         self._closed = True
+        self._watch_stop.set()
         if self._spare_timer is not None:
             self._spare_timer.cancel()
         with self._spare_lock:
@@ -886,11 +1004,25 @@ class WorkerBackend:
 
     def __del__(self):
         try:
+            self._watch_stop.set()
             for w in (self._active, self._spare):
                 if w is not None and w.proc.returncode is None:
                     w.proc.kill()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _watch_idle(backend_ref, stop: threading.Event) -> None:
+    """Every IDLE_CHECK seconds, the backend's idle check, until it is shut down or collected."""
+    while not stop.wait(IDLE_CHECK):
+        backend = backend_ref()
+        if backend is None or backend._closed:
+            return
+        try:
+            backend.check_idle()
+        except Exception:  # noqa: BLE001 - a failed check must not end the watch
+            pass
+        del backend
 
 
 def _flag(value) -> bool:

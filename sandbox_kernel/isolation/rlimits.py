@@ -8,9 +8,11 @@ Applied by the worker to itself, after its trusted start-up imports and before a
   and its variables live) or, if C code cannot handle the failed allocation, the worker dies and the
   host reports it. Soft and hard limits are equal: the worker cannot raise it again.
 * RLIMIT_CPU: a per-cell soft limit (CPU used so far + the cell's budget), set by the worker's own code
-  between cells; SIGXCPU ends a worker whose cell escaped every other limit. The hard CPU limit stays
-  open so the worker can move the soft limit for the next cell; the host's wall-clock kill is the
-  backstop if untrusted C code raises the soft limit.
+  between cells; SIGXCPU ends a worker whose cell escaped every other limit. Untrusted code can raise
+  the soft limit (up to the hard one) and ignore SIGXCPU, so the hard limit is the worker's lifetime
+  budget, ``cpu_hours`` (default: 24 hours per CPU, a day of every core busy), which it cannot raise:
+  SIGKILL when it is spent. Within it, the host's wall-clock kill bounds a running cell and the host's
+  idle check (process.py) a worker that burns CPU between cells.
 * RLIMIT_FSIZE: the largest file a cell may write (Python ignores SIGXFSZ, so a write fails with EFBIG).
 * RLIMIT_NOFILE: open files.
 * RLIMIT_CORE = 0: a crash never writes the worker's memory to disk.
@@ -29,6 +31,7 @@ except ImportError:  # pragma: no cover - not Linux/Unix
 
 DEFAULT_FSIZE_MB = 1024
 DEFAULT_NOFILE = 1024
+DEFAULT_CPU_HOURS_PER_CPU = 24
 
 
 def available() -> bool:
@@ -62,8 +65,12 @@ def _set(which, soft, hard=None):
     return resource.getrlimit(which)
 
 
+def default_cpu_hours() -> float:
+    return DEFAULT_CPU_HOURS_PER_CPU * max(1, os.cpu_count() or 1)
+
+
 def apply(*, memory_mb: int | None, fsize_mb: int | None = DEFAULT_FSIZE_MB,
-          nofile: int | None = DEFAULT_NOFILE) -> dict:
+          nofile: int | None = DEFAULT_NOFILE, cpu_hours: float | None = None) -> dict:
     """Apply the worker-lifetime limits; return what took effect (for status())."""
     if not available():
         raise OSError("resource limits are not available on this platform")
@@ -83,11 +90,15 @@ def apply(*, memory_mb: int | None, fsize_mb: int | None = DEFAULT_FSIZE_MB,
         applied["open_files"] = soft
     _set(resource.RLIMIT_CORE, 0)
     applied["core_dumps"] = False
+    hours = default_cpu_hours() if cpu_hours is None else float(cpu_hours)
+    seconds = max(1, int(cpu_seconds_used() + hours * 3600))
+    _, hard = _set(resource.RLIMIT_CPU, seconds)
+    applied["cpu_hours"] = round(hard / 3600, 2) if hard != resource.RLIM_INFINITY else None
     return applied
 
 
 def set_cell_cpu_budget(seconds: float | None) -> None:
-    """Soft RLIMIT_CPU for the next cell: CPU used so far plus ``seconds`` (None lifts it)."""
+    """Soft RLIMIT_CPU for the next cell: CPU used so far plus ``seconds`` (None: the lifetime budget)."""
     if not available():
         return
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)

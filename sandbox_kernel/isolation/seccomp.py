@@ -18,16 +18,29 @@ closes what the Landlock ABI in effect leaves open (``landlock_abi``): truncatio
 before 4 and signals before 6 are refused here on every kernel anyway). Refused calls fail with an errno
 (EPERM; ENOSYS for ``clone3`` and ``openat2`` so glibc falls back to calls whose arguments the filter
 can read), so a cell sees a Python ``PermissionError`` instead of the worker dying. Calls from a foreign
-architecture kill the worker (libseccomp's default).
+architecture (i386 through ``int 0x80``, x32) kill the whole worker. It also keeps the worker from
+outliving its kernel (``prctl(PR_SET_PDEATHSIG)``) and, without a network policy, from holding
+descriptors in flight (``sendmsg``, ``sendmmsg``: SCM_RIGHTS count against a per-user budget).
 
 Arguments are compared as 64-bit values. Every "only this value" rule denies on inequality, so a caller
 that puts garbage in the upper half of a 32-bit argument is refused, never let through.
+
+A deny list allows every call its authors never saw. So it fails closed at both ends of time:
+* every system call numbered above the highest one reviewed for the architecture (``REVIEWED_MAX``)
+  returns ENOSYS (as on a kernel that lacks it, so libc falls back); libseccomp cannot express a range,
+  so this is a second filter of seven BPF instructions, stacked on libseccomp's (the kernel applies the
+  stricter verdict of the two);
+* a denied name libseccomp does not know (it is older than the call) is resolved from our own table
+  (``UNIFIED_NUMBERS``); a name neither knows makes :func:`apply` raise, so the worker does not start,
+  rather than leave the call allowed.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import socket
+import struct
 
 CLONE_THREAD = 0x00010000
 CLONE_NEW_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
@@ -38,8 +51,55 @@ IOPRIO_WHO_PROCESS = 1
 NETLINK_ROUTE = 0
 SOCK_TYPE_MASK = 0xF
 SOCK_STREAM, SOCK_SEQPACKET = 1, 5
+PR_SET_PDEATHSIG = 1
+SCMP_UNKNOWN_NAME = -1  # libseccomp: no such name; its other negative answers: not on this architecture
 
-# Refused outright (EPERM). Names unknown on this architecture are skipped (e.g. fork on aarch64).
+# Architectures the kernel level supports, by libseccomp token (= AUDIT_ARCH_*): the highest system
+# call number reviewed for each. Every call above it is refused (ENOSYS). Review the calls a new
+# kernel adds (deny, or allow because it reaches nothing outside the worker), add them to
+# UNIFIED_NUMBERS, then raise the number.
+REVIEWED_MAX = {
+    0xC000003E: 469,  # x86_64 (Linux 6.17: file_setattr)
+    0xC00000B7: 469,  # aarch64
+    0xC00000F3: 469,  # riscv64
+}
+# Since Linux 5.1 new calls get one number on every architecture above (the unified table, from 424).
+# Every call from there to REVIEWED_MAX and the decision taken for it; the numbers resolve a name when
+# libseccomp is older than the call (2.5.4 stops at 456). Allowed calls reach nothing outside the
+# worker: its own memory, futexes, its own LSM label, files it may open, stat-like reads.
+UNIFIED_NUMBERS = {
+    "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "pidfd_open": 434,                                      # denied (DENIED)
+    "clone3": 435,                                                         # ENOSYS
+    "close_range": 436,                                                    # allowed
+    "openat2": 437,                                                        # ENOSYS
+    "pidfd_getfd": 438,                                                    # denied
+    "faccessat2": 439,                                                     # allowed
+    "process_madvise": 440,                                                # denied
+    "epoll_pwait2": 441,                                                   # allowed
+    "mount_setattr": 442, "quotactl_fd": 443,                              # denied
+    "landlock_create_ruleset": 444, "landlock_add_rule": 445,              # allowed (can only
+    "landlock_restrict_self": 446,                                         # restrict further)
+    "memfd_secret": 447,                                                   # allowed
+    "process_mrelease": 448,                                               # denied
+    "futex_waitv": 449, "set_mempolicy_home_node": 450, "cachestat": 451,  # allowed
+    "fchmodat2": 452,                                                      # denied
+    "map_shadow_stack": 453, "futex_wake": 454, "futex_wait": 455,         # allowed
+    "futex_requeue": 456,                                                  # allowed
+    "statmount": 457, "listmount": 458,                                    # denied
+    "lsm_get_self_attr": 459,                                              # allowed
+    "lsm_set_self_attr": 460,                                              # denied
+    "lsm_list_modules": 461, "mseal": 462,                                 # allowed
+    "setxattrat": 463,                                                     # denied
+    "getxattrat": 464, "listxattrat": 465,                                 # allowed (as getxattr)
+    "removexattrat": 466, "open_tree_attr": 467,                           # denied
+    "file_getattr": 468,                                                   # allowed (as stat)
+    "file_setattr": 469,                                                   # denied
+}
+
+# Refused outright (EPERM). Names that do not exist on this architecture are skipped (fork on
+# aarch64, fcntl64 on x86_64); a name nobody can resolve stops the worker from starting.
 DENIED = (
     # process creation (clone and clone3 are handled below)
     "execve", "execveat", "fork", "vfork",
@@ -51,13 +111,16 @@ DENIED = (
     "keyctl", "add_key", "request_key",
     # mounts and root changes
     "mount", "umount2", "umount", "pivot_root", "chroot", "mount_setattr", "move_mount", "open_tree",
-    "fsopen", "fsconfig", "fsmount", "fspick",
+    "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick",
+    # the mount table (what /proc/self/mountinfo, which Landlock withholds, would say) and LSM labels
+    "statmount", "listmount", "lsm_set_self_attr",
     # file metadata: Landlock has no right for it, so these would change files anywhere the worker can
     # name (permissions, owner, times, extended attributes), read-only trees included
     "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "fchown32",
     "chown32", "lchown32", "utime", "utimes", "futimesat", "utimensat", "utimensat_time64", "setxattr",
     "lsetxattr", "fsetxattr", "setxattrat", "removexattr", "lremovexattr", "fremovexattr", "removexattrat",
     # watching directories Landlock forbids reveals the names of files created there
+    "file_setattr",  # inode flags (chattr) by path, the system call FS_IOC_SETFLAGS stands for
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
     # kernel attack surface with no use in a notebook
     "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
@@ -97,7 +160,7 @@ IOCTL_TYPES_DENIED = {"f": 0x66, "X": 0x58, "btrfs": 0x94, "v": 0x76}
 # Must be present in the filter on an architecture that has them, or the layer is not applied.
 ESSENTIAL = ("execve", "execveat", "fork", "vfork", "ptrace", "clone", "clone3", "socket", "kill", "fcntl",
              "ioctl", "setpriority", "sched_setaffinity", "pidfd_open", "inotify_add_watch", "chmod",
-             "fchmod", "openat", "open")
+             "fchmod", "openat", "open", "prctl", "setxattrat", "file_setattr")
 
 
 def available() -> tuple[bool, str]:
@@ -110,25 +173,35 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-def apply(*, network: bool = False, landlock_abi: int = 0) -> dict:
+def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | None = None) -> dict:
     """Load the filter into this process (all threads). ``landlock_abi``: the Landlock ABI in effect
-    (0: none), whose gaps the filter closes. Returns what took effect; raises on failure."""
+    (0: none), whose gaps the filter closes. ``max_syscall``: refuse every call above this number
+    (default and ceiling: REVIEWED_MAX for the architecture; lower values are for tests). Returns what
+    took effect; raises on failure, including a denied name that cannot be resolved."""
     import pyseccomp as sc
 
     native = sc.Arch.NATIVE
+    token = sc.system_arch()
+    if token not in REVIEWED_MAX:
+        raise OSError(errno.EINVAL, f"no reviewed system-call table for this architecture ({token:#x})")
+    reviewed = REVIEWED_MAX[token]
+    highest = reviewed if max_syscall is None else min(int(max_syscall), reviewed)
     f = sc.SyscallFilter(sc.ALLOW)
     f.set_attr(sc.Attr.CTL_NNP, 1)
     f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every existing thread (BLAS pools) gets the filter too
+    f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)  # i386 (int 0x80) and x32 calls: the whole worker
     eperm = sc.ERRNO(errno.EPERM)
-    added, skipped = [], []
+    added, own_table = [], []
 
     def rule(action, name, *args):
-        if sc.resolve_syscall(native, name) < 0:
-            skipped.append(name)
-            return
-        f.add_rule(action, name, *args)
+        nr = number(sc, native, name)
+        if nr is None:
+            return  # no such call on this architecture
+        f.add_rule(action, nr, *args)
         if name not in added:
             added.append(name)
+        if sc.resolve_syscall(native, name) < 0 and name not in own_table:
+            own_table.append(name)
 
     for name in DENIED:
         rule(eperm, name)
@@ -140,6 +213,9 @@ def apply(*, network: bool = False, landlock_abi: int = 0) -> dict:
     # Python use clone and openat, whose flags it can.
     rule(sc.ERRNO(errno.ENOSYS), "clone3")
     rule(sc.ERRNO(errno.ENOSYS), "openat2")
+    # The parent-death signal (SIGKILL when the kernel dies) was set before any cell ran; changing it
+    # would let the worker outlive its kernel.
+    rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SET_PDEATHSIG))
 
     # Other processes: signals, signal owners, scheduling, priorities, limits.
     me = os.getpid()
@@ -192,6 +268,11 @@ def apply(*, network: bool = False, landlock_abi: int = 0) -> dict:
              sc.Arg(2, sc.NE, NETLINK_ROUTE))
     else:
         rule(eperm, "socket")
+        # Descriptors in flight (SCM_RIGHTS) count against the user's limit, shared with every other
+        # process of the user; the filter cannot read a message's control data, so without a network
+        # the calls that carry it go. The channel uses send/recv (sendto/recvfrom).
+        rule(eperm, "sendmsg")
+        rule(eperm, "sendmmsg")
     # socketpair: AF_UNIX streams only (asyncio's self-pipe). A datagram pair can sendto() any named or
     # abstract Unix socket on the host, which Landlock does not check before ABI 6 (named: never).
     rule(eperm, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
@@ -199,14 +280,79 @@ def apply(*, network: bool = False, landlock_abi: int = 0) -> dict:
         if kind not in (SOCK_STREAM, SOCK_SEQPACKET):
             rule(eperm, "socketpair", sc.Arg(1, sc.MASKED_EQ, SOCK_TYPE_MASK, kind))
 
-    missing = [n for n in ESSENTIAL if n not in added and sc.resolve_syscall(native, n) >= 0]
+    missing = [n for n in ESSENTIAL if n not in added and number(sc, native, n) is not None]
     if missing:
         raise OSError(errno.EINVAL, f"seccomp rules missing for {', '.join(missing)}")
     f.load()
+    load_program(future_calls_program(token, highest), flags=SECCOMP_FILTER_FLAG_TSYNC)
     return {
         "filter": "libseccomp",
         "denied": sorted(set(added)),
+        "resolved_by_own_table": sorted(own_table),
+        "max_syscall": highest,
         "network_sockets": network,
         "landlock_gaps_closed": gaps,
-        "action": "EPERM (clone3, openat2: ENOSYS)",
+        "action": f"EPERM (clone3, openat2 and every call above {highest}: ENOSYS)",
     }
+
+
+def number(sc, native, name: str) -> int | None:
+    """The system call's number on this architecture; None if it has none here. Raises if neither
+    libseccomp nor UNIFIED_NUMBERS knows the name (fail closed: never a silently skipped rule)."""
+    nr = sc.resolve_syscall(native, name)
+    own = UNIFIED_NUMBERS.get(name)
+    if nr >= 0:
+        if own is not None and own != nr:
+            raise OSError(errno.EINVAL, f"system call {name}: libseccomp says {nr}, our table {own}")
+        return nr
+    if own is not None:
+        return own
+    if nr != SCMP_UNKNOWN_NAME:
+        return None
+    raise OSError(errno.EINVAL, f"system call {name!r} is known neither to libseccomp nor to the table of "
+                                "reviewed calls, so it cannot be refused")
+
+
+# -- the second filter: every call above the reviewed number -------------------------------------------
+# struct seccomp_data: nr at offset 0, arch at 4. Classic BPF opcodes and seccomp return values.
+_LD_ABS_W, _JEQ_K, _JGT_K, _RET_K = 0x20, 0x15, 0x25, 0x06
+SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def future_calls_program(arch: int, highest: int) -> bytes:
+    """Seven instructions: a call of another architecture kills the process (as libseccomp's filter
+    does); a call numbered above ``highest`` gets ENOSYS; anything else is left to the other filter.
+    x32 numbers (bit 30 on x86_64) get ENOSYS here and a kill from libseccomp's filter: the kill wins."""
+    insns = [
+        (_LD_ABS_W, 0, 0, 4),                                   # 0: A = arch
+        (_JEQ_K, 0, 4, arch),                                   # 1: native? 2 : 6
+        (_LD_ABS_W, 0, 0, 0),                                   # 2: A = nr
+        (_JGT_K, 1, 0, highest),                                # 3: nr > highest? 5 : 4
+        (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                      # 4
+        (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),       # 5
+        (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),               # 6
+    ]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_program(program: bytes, *, flags: int = 0) -> None:
+    """Install a classic BPF seccomp program (8 bytes per instruction) on this process."""
+    import pyseccomp as sc
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.addressof(buf))
+    nr = sc.resolve_syscall(sc.Arch.NATIVE, "seccomp")
+    r = libc.syscall(ctypes.c_long(nr), ctypes.c_long(SECCOMP_SET_MODE_FILTER), ctypes.c_long(flags),
+                     ctypes.byref(prog))
+    if r != 0:
+        e = ctypes.get_errno() if r < 0 else errno.EBUSY  # TSYNC: r is a thread that could not sync
+        raise OSError(e, f"seccomp: the filter of calls above the reviewed number: {os.strerror(e)}")

@@ -34,18 +34,19 @@ _EVENT_BUDGET = MAX_EVENT_BYTES - 64 * 1024
 DEFAULT_REPLY_BYTES = 1024 * 1024
 
 
-def _die_with_parent(pdeathsig: bool):
-    if not pdeathsig:
-        return
-    try:
-        import ctypes
+def _die_with_parent(pdeathsig: bool, parent: int | None):
+    """SIGKILL when the kernel's process dies (the host starts every worker from a thread that lives as
+    long as it). The filter refuses to change it later, so no cell can outlive the kernel."""
+    if pdeathsig:
+        try:
+            import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - best effort; the host also kills us on shutdown
-        pass
-    if os.getppid() == 1:
-        os._exit(0)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except Exception:  # noqa: BLE001 - best effort; the host also kills us on shutdown
+            pass
+    if os.getppid() != (parent or os.getppid()) or os.getppid() == 1:
+        os._exit(0)  # the kernel died before the signal was armed
 
 
 def _plain(value, depth=0):
@@ -80,6 +81,7 @@ class Worker:
         self._policy_cache: tuple[str, object] | None = None
         self._rid = 0  # the id of the request being served, echoed in everything sent for it
         self._done_budget = _EVENT_BUDGET  # the host's limit for this cell's done (its request says)
+        self.protected: dict = {}  # oslayers.protect_process()'s answer, reported in ready
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -164,7 +166,9 @@ class Worker:
         from . import rlimits
 
         oslayers.apply_late(record, memory_mb=init.get("memory_mb", policy.limits.memory_mb),
-                            network=policy.network, fsize_mb=init.get("fsize_mb"), nofile=init.get("nofile"))
+                            network=policy.network, fsize_mb=init.get("fsize_mb"), nofile=init.get("nofile"),
+                            cpu_hours=init.get("cpu_hours"), max_syscall=init.get("max_syscall"))
+        record.layers["non_dumpable"] = {"active": self.protected.get("dumpable") is False, **self.protected}
         self.memory_mb = init.get("memory_mb", policy.limits.memory_mb)
         self.engine = factory(policy, workdir=workdir["engine"])
         self._policy_cache = (json.dumps(policy.to_dict(), sort_keys=True), policy)
@@ -453,8 +457,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="sandbox_kernel.isolation.worker")
     parser.add_argument("--fd", type=int, required=True, help="inherited socketpair end")
     parser.add_argument("--die-with-parent", action="store_true", help="use PR_SET_PDEATHSIG")
+    parser.add_argument("--parent", type=int, default=None, help="the host's pid")
     args = parser.parse_args(argv)
-    _die_with_parent(args.die_with_parent)
+    from .oslayers import protect_process
+
+    protected = protect_process()  # before anything else: no process of the user may open our /proc files
+    _die_with_parent(args.die_with_parent, args.parent)
     parent = os.getppid()
     import faulthandler
 
@@ -464,6 +472,7 @@ def main(argv=None) -> int:
     sock = socket.socket(fileno=args.fd)
     channel = Channel(sock, max_recv=MAX_REQUEST_BYTES, max_send=MAX_EVENT_BYTES)
     worker = Worker(channel)
+    worker.protected = protected
     try:
         init = channel.recv()
         if init.get("op") != "init":
