@@ -40,7 +40,7 @@ def measure():
     out = {}
     for name, fn in calls.items():
         best = None
-        for _ in range(5):
+        for _ in range(int(sys.argv[3])):
             t = time.perf_counter_ns()
             for _ in range(n):
                 fn()
@@ -62,8 +62,8 @@ print(json.dumps({"before": before, "after": after, "apply_ms": round(apply_ms, 
 """
 
 
-def syscall_cost(n: int, module: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), module], capture_output=True, text=True,
+def syscall_cost(n: int, module: str, reps: int = 15) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), module, str(reps)], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout)
 
