@@ -97,7 +97,8 @@ class Engine:
         # The cell runs in the engine's own Context; its events are delivered in the caller's (the
         # kernel keys its parent message header on a ContextVar).
         caller = contextvars.copy_context()
-        streams = self._streams = OutputStreams(lambda event: caller.run(emit, event), limits.output_bytes)
+        streams = self._streams = OutputStreams(_deliver_once(caller, emit, sys.stdout, sys.stderr),
+                                                limits.output_bytes)
         self._emit = streams.emit_event
         started = time.monotonic()
         error = None
@@ -548,6 +549,27 @@ def _drive(coro):
                 raise RuntimeError("awaiting objects of an external event loop is not supported in the sandbox")
     except StopIteration as stop:
         return stop.value
+
+
+def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_stderr) -> Emit:
+    """Events delivered in the caller's Context, with the host's own sys.stdout/sys.stderr: what the
+    host writes while it handles an event (the kernel logs its errors to sys.stderr) is not the cell's
+    output, and must neither re-enter the delivery nor be published as the cell's text."""
+    busy = [False]
+
+    def deliver(event):
+        if busy[0]:
+            return
+        busy[0] = True
+        cell_streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = host_stdout, host_stderr
+        try:
+            caller.run(emit, event)
+        finally:
+            sys.stdout, sys.stderr = cell_streams
+            busy[0] = False
+
+    return deliver
 
 
 def _is_ours(exc: BaseException) -> bool:

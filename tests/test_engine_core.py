@@ -288,3 +288,20 @@ def test_seed002_charts_are_capped_like_displays(engine):
     shown = [e["data"] for e in events if e["type"] == "display"]
     assert len(shown) == 6 and sum("application/vnd.plotly.v1+json" in d for d in shown) == 1
     assert "not shown" in shown[-1]["text/plain"] and done["truncated"] and len(done["charts"]) == 1
+
+
+def test_an_emit_that_writes_to_the_cells_streams_does_not_reenter(engine):
+    """At level none the kernel logs its own errors to sys.stderr, which is the cell's stream while
+    the cell runs: the engine must not re-enter the delivery (RuntimeError: cannot enter context)."""
+    import sys
+
+    seen = []
+
+    def emit(event):
+        seen.append(event)
+        print("host-side log line", file=sys.stderr)
+
+    done = engine.run_cell("print('x')\ndisplay(1)", emit=emit)
+    assert done["status"] == "ok"
+    assert [e["type"] for e in seen] == ["stream", "display"]
+    assert not any("host-side" in (e.get("text") or "") for e in seen)
