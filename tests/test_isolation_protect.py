@@ -16,7 +16,8 @@ import pytest
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc semantics")
 
 SCENE = r"""
-import ctypes, errno, json, os, platform, sys, time
+import ctypes, errno, json, os, platform, sys, time, traceback
+import psutil   # what jupyter-resource-usage calls on the kernel (imported before the uid change)
 from sandbox_kernel.isolation.oslayers import protect_process
 protect, attacker_kind = sys.argv[1] == "protect", sys.argv[2]
 NOBODY = 65534
@@ -32,9 +33,7 @@ def no_capabilities():
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.syscall(nr, (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()) == 0
 
-ready_r, ready_w = os.pipe()
-victim = os.fork()
-if victim == 0:
+def be_the_victim():
     if attacker_kind == "ordinary":
         ordinary_user()
     else:
@@ -45,13 +44,19 @@ if victim == 0:
     end = time.process_time() + 0.3
     while time.process_time() < end:   # some CPU time for the stat check
         pass
-    os.write(ready_w, json.dumps(answer).encode())
-    time.sleep(120)
-    os._exit(0)
+    return answer
+
+ready_r, ready_w = os.pipe()
+victim = os.fork()
+if victim == 0:
+    try:
+        os.write(ready_w, json.dumps(be_the_victim()).encode())
+        time.sleep(120)
+    finally:
+        os._exit(0)
+os.close(ready_w)
 answer = json.loads(os.read(ready_r, 4096))
-out_r, out_w = os.pipe()
-attacker = os.fork()
-if attacker == 0:
+def attack():
     if attacker_kind == "ordinary":
         ordinary_user()
     else:
@@ -81,8 +86,25 @@ if attacker == 0:
         except OSError as exc:
             got[name] = errno.errorcode.get(exc.errno, exc.errno)
     got["stat cpu ticks"] = stat_cpu() > 0
-    os.write(out_w, json.dumps(got).encode())
-    os._exit(0)
+    p = psutil.Process(victim)
+    got["psutil"] = [p.memory_info().rss > 0, p.cpu_times().user > 0, p.cpu_percent() >= 0, p.name() != ""]
+    try:
+        p.memory_full_info()   # smaps: ptrace-checked
+        got["psutil smaps"] = "reached"
+    except psutil.AccessDenied:
+        got["psutil smaps"] = "AccessDenied"
+    return got
+
+out_r, out_w = os.pipe()
+attacker = os.fork()
+if attacker == 0:
+    try:
+        os.write(out_w, json.dumps(attack()).encode())
+    except BaseException:
+        os.write(out_w, json.dumps({"attacker failed": traceback.format_exc()}).encode())
+    finally:
+        os._exit(0)
+os.close(out_w)
 got = json.loads(os.read(out_r, 65536))
 os.waitpid(attacker, 0)
 os.kill(victim, 9)
@@ -91,7 +113,7 @@ print(json.dumps({"answer": answer, "got": got}))
 """
 
 READABLE = {"stat": "reached", "status": "reached", "statm": "reached", "cmdline": "reached",
-            "stat cpu ticks": True}
+            "stat cpu ticks": True, "psutil": [True, True, True, True]}
 PRIVATE = ("mem", "environ", "maps", "auxv")
 
 
@@ -110,6 +132,7 @@ def test_an_ordinary_users_process_cannot_open_a_protected_processes_files():
         k: "EACCES" for k in PRIVATE + ("fd", "oom_score_adj", "clear_refs")}, got
     # psutil and jupyter-resource-usage read these; the host's idle check reads the CPU time in stat
     assert {k: got[k] for k in READABLE} == READABLE, got
+    assert got["psutil smaps"] == "AccessDenied"  # USS/PSS (memory_full_info) of the kernel: not any more
 
 
 def test_control_an_unprotected_process_is_open_to_the_same_user():
