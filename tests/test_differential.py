@@ -2,7 +2,8 @@
 
 The reference run is a plain ``exec`` of the unmodified source in a fresh ``__main__`` namespace with
 stdout redirected (top-level await is driven the same way as in the engine). Programs are deterministic:
-no ids, addresses, clocks or hash-order dependence."""
+no ids, addresses, clocks or hash-order dependence (tests/test_differential_generated.py runs them in
+workers too, whose string-hash seed differs)."""
 from __future__ import annotations
 
 import ast
@@ -239,7 +240,7 @@ CORPUS = {
         people = [('ann', 31), ('bob', 25), ('cid', 31), ('dee', 22)]
         print(sorted(people, key=lambda p: (-p[1], p[0])), min(people, key=lambda p: p[1]))
         words = 'the quick brown fox jumps over the lazy dog'.split()
-        print(sorted(set(words), key=len), sorted(words, key=str.lower, reverse=True)[:3])
+        print(sorted(sorted(set(words)), key=len), sorted(words, key=str.lower, reverse=True)[:3])
         import random
         rng = random.Random(42)
         xs = [rng.randint(1, 100) for _ in range(10)]

@@ -267,8 +267,8 @@ LIMITS = [
     Canary("ticks", "limits", "an endless loop against the tick limit",
            lambda s: "while True:\n    pass\n", _limit_judge(("TickLimitExceeded",), "tick"),
            _tight(ticks=100_000)),
-    Canary("ticks-swallowed", "limits", "a tick limit caught by except BaseException",
-           lambda s: "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n"
+    Canary("ticks-swallowed", "limits", "a tick limit caught by a bare except, in a loop",
+           lambda s: "while True:\n    try:\n        while True:\n            pass\n    except:\n"
                      "        pass\n", _limit_judge(("TickLimitExceeded",), "tick"), _tight(ticks=200_000)),
     Canary("time", "limits", "an endless loop against the time limit",
            lambda s: "while True:\n    pass\n", _limit_judge(("TimeLimitExceeded",), "time"),
