@@ -106,6 +106,10 @@ class SandboxKernel(IPythonKernel):
     isolation_degraded = Bool(False, help="Let the kernel isolation level run cells when the OS cannot apply "
                                           "every restriction (it reports what took effect). Off: fail "
                                           "closed.").tag(config=True)
+    protect_process = Bool(True, help="Make the kernel process non-dumpable at start (Linux), so no other "
+                                      "process of the user (a breached worker without Landlock included) "
+                                      "can open its /proc memory, environment or file descriptors. Costs: "
+                                      "no same-user debugger (gdb -p, py-spy) and no core dumps.").tag(config=True)
     isolation_options = Dict(help="Extra keyword options for the worker backend (e.g. grace, "
                                   "cancel_grace, spare, fsize_mb, nofile).").tag(config=True)
     audit_on_start = Bool(False, help="Run the self-audit (python -m sandbox_kernel audit) with this kernel's "
@@ -215,6 +219,13 @@ class SandboxKernel(IPythonKernel):
 
     def start(self):
         super().start()
+        if self.protect_process:
+            from .isolation.oslayers import protect_process
+
+            self.process_protection = protect_process()
+            if self.process_protection.get("dumpable"):
+                self.log.warning("the kernel process could not be made non-dumpable: %s",
+                                 self.process_protection.get("error"))
         # Signal-mode interrupts (SIGINT from a kernel manager) end the running cell; ipykernel
         # ignores SIGINT otherwise. The kernelspec uses message mode, which needs no signal.
         if threading.current_thread() is threading.main_thread():
@@ -732,6 +743,7 @@ class SandboxKernel(IPythonKernel):
                  f"output caps: text {self.output_filter.text_bytes:,} bytes, "
                  f"display {self.output_filter.rich_bytes:,} bytes per cell",
                  f"denials so far: {len(self._audit)}",
+                 f"kernel process: {_describe_protection(getattr(self, 'process_protection', None))}",
                  self._startup_audit.status_line() if self._startup_audit is not None else
                  "self-audit: not run by this kernel (--SandboxKernel.audit_on_start=True, or python -m "
                  "sandbox_kernel audit)"]
@@ -923,6 +935,14 @@ def _describe_layers(layers) -> str:
     active = ", ".join(layers.get("active") or []) or "none"
     failed = ", ".join(str(f) for f in layers.get("failed") or []) or "none"
     return f"active: {active}; failed: {failed}; degraded: {'yes' if layers.get('degraded') else 'no'}"
+
+
+def _describe_protection(protection) -> str:
+    if not protection:
+        return "not made non-dumpable (SandboxKernel.protect_process is off)"
+    if protection.get("dumpable") is False:
+        return "non-dumpable (no other process of the user can open its /proc memory or environment)"
+    return f"dumpable ({protection.get('error') or 'unknown'})"
 
 
 def _protection(level: str, layers) -> str:

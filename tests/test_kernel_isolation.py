@@ -126,3 +126,13 @@ def test_a_files_policy_after_a_files_off_policy_gets_the_working_directory(tmp_
         assert (work / "kept.txt").read_text() == "here"
     finally:
         client.shutdown()
+
+
+def test_the_kernel_process_is_not_dumpable(kernel):
+    """A worker without Landlock (degraded mode) shares the kernel's uid: the kernel marks itself
+    non-dumpable (prctl, read back with PR_GET_DUMPABLE) so /proc/<kernel>/environ and mem need
+    CAP_SYS_PTRACE (the breach review's finding); what resource monitors read stays readable."""
+    pid = kernel.km.provisioner.pid
+    with open(f"/proc/{pid}/status") as fh:
+        assert "Name:" in fh.read()
+    assert "kernel process: non-dumpable" in kernel.run("%sandbox_status")["output"]
