@@ -181,17 +181,21 @@ def run_audit(policy: Policy, level: str, options: dict | None = None, *, mime_a
     lines: list[dict] = []
     status: dict = {}
     try:
-        engine, native = _backends(level, policy, scene, options or {})
-        control = _run(engine, CONTROL)
-        if control.stdout != "42\n":
+        try:
+            engine, native = _backends(level, policy, scene, options or {})
+            control = _run(engine, CONTROL)
+            why = None if control.stdout == "42\n" else control.refusal()
+        except Exception as exc:  # noqa: BLE001 - the configuration cannot run anything: say why
+            why = f"the backend could not start: {type(exc).__name__}: {exc}"
+        if why is not None:
             lines.append({"id": "control", "group": "control", "kind": "cell", "title": "an honest cell runs",
-                          "verdict": ERROR, "detail": f"the sandbox does not run honest code: {control.refusal()}",
+                          "verdict": ERROR, "detail": f"the sandbox does not run honest code: {why}",
                           "promised": True})
         else:
             lines += _engine_canaries(engine, scene, policy, output_filter)
             if native is not None:
                 lines += _native_canaries(native, scene, level, policy)
-        status = engine.status() or {}
+        status = (engine.status() or {}) if engine is not None else {}
     finally:
         for backend in (engine, native):
             if backend is not None:
