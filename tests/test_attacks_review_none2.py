@@ -13,6 +13,8 @@ The findings (full escapes unless said) are strict xfails, not fixed here:
   N2-2  `enum.global_enum(E)` writes E's members into `sys.modules[E.__module__]`, a module the cell
         names (`Enum(..., module=...)` or `E.__module__ = ...`): the host's json, and the sandbox's own
         `confine._confinement`, which turns the confinement off (a secret read, a process run).
+        `EnumType._convert_`, readable from a cell's Enum subclass, writes a module's non-function
+        globals the same way and reads any module's globals into members (their repr shows the values).
   N2-3  numpy's BitGenerator `.ctypes` (and `.cffi`) hand out ctypes objects: the CFUNCTYPE class makes
         a pointer to libc's `system` by dlsym, a process runs; `c_void_p.from_address` reads any address.
   N2-4  process-wide library registries keep what a cell put there and run it in the host after the
@@ -164,6 +166,38 @@ def test_global_enum_is_not_a_full_escape(tmp_path, outside, host_secret):
                                            ("a secret outside the workdir was read", result.get("read_secret")))
                if happened]
     assert not escaped, (escaped, result)
+
+
+ENUM_CONVERT_WRITES_A_MODULE = """\
+import enum
+class E(enum.Enum):
+    pass
+C = E._convert_("C", "json", lambda name: name == "decoder")
+"""
+
+REPORT_JSON_DECODER = """\
+def probe_host(report):
+    import json, types
+    report["decoder_is_a_module"] = isinstance(json.decoder, types.ModuleType)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-2: EnumType._convert_ is readable from a cell's Enum subclass (a "
+                                       "private name of the cell's own class) and writes members into any loaded "
+                                       "module: host json.decoder replaced (functions are descriptors, not members, "
+                                       "so only a module's non-function globals)")
+def test_enum_convert_does_not_write_host_modules():
+    result = run_cell_in_child(ENUM_CONVERT_WRITES_A_MODULE, probe=REPORT_JSON_DECODER, hard_exit=True, timeout=60)
+    assert result.get("decoder_is_a_module") is True, result
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N2-2: EnumType._convert_ reads any loaded module's globals into "
+                                       "enum members; their repr shows a host module's values")
+def test_enum_convert_does_not_read_host_module_globals(run, host_secret):
+    from conftest import HOST_SECRET_MODULE
+    r = run(f"import enum\nclass E(enum.Enum):\n    pass\n"
+            f"S = E._convert_('S', {HOST_SECRET_MODULE!r}, lambda name: name == 'SECRET')\nprint(list(S))\n")
+    assert not r.leaked(host_secret), r
 
 
 # --- N2-3: numpy's bit generators hand out ctypes -----------------------------------------------------------
