@@ -158,12 +158,14 @@ def _children(pid: int) -> list[int]:
 
 
 def _wait_dead(pid: int) -> None:
-    """Until the process has exited (a zombie its parent, the kernel, has not reaped yet counts)."""
+    """Until the process has exited: a zombie its parent (the kernel) has not reaped yet counts, but only
+    once its other threads are gone too (they keep its end of the channel open until then)."""
     for _ in range(200):
         try:
             with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
+                zombie = fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+            if zombie and os.listdir(f"/proc/{pid}/task") == [str(pid)]:
+                return
         except FileNotFoundError:
             return
         time.sleep(0.05)
