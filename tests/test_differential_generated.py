@@ -5,7 +5,7 @@ plus test_differential.py's corpus) and programs hypothesis generates from a sma
 Python (loops, comprehensions, functions, lambdas, classes, try/except, match, f-strings, str/list/dict
 methods).
 
-CI runs a short, fixed set of generated programs (SANDBOX_DIFFERENTIAL_EXAMPLES, default 120); a long
+CI runs a short, fixed set of generated programs (SANDBOX_DIFFERENTIAL_EXAMPLES, default 100); a long
 run: ``SANDBOX_DIFFERENTIAL_EXAMPLES=5000 pytest tests/test_differential_generated.py -k generated``
 (random programs, a new set each run). The reference runs in this process; programs are deterministic
 and never depend on string hashing (the workers have their own hash seed)."""
@@ -32,7 +32,7 @@ st = hypothesis.strategies
 
 LEVELS = ["none"] + (["process"] if sys.platform.startswith("linux") else []) + \
     (["kernel"] if kernel_level_problem() is None else [])
-EXAMPLES = int(os.environ.get("SANDBOX_DIFFERENTIAL_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("SANDBOX_DIFFERENTIAL_EXAMPLES", "100"))
 
 # -- running a program: plain CPython, and the sandbox ------------------------------------------------------
 

@@ -6,9 +6,9 @@ Loaded only by the audit, through the worker backend's ``engine=`` option (an op
 a cell's). It runs nothing but the fixed canaries below: a "cell" is a JSON request naming one canary
 and its data (paths, a port, a pid), checked field by field; any other text is refused. Each canary
 answers only whether its attempt worked (a read returns whether the digest matched, never the bytes),
-writes only files named ``sandbox-audit-*``, sends only a short tag to a loopback port, and signals
-with SIGWINCH (ignored by default), so that even a misconfigured kernel that loaded this engine for its
-cells would give them nothing worth having.
+reads, writes and creates only files named ``sandbox-audit-*``, sends only the fixed bytes ``TAG`` to a
+loopback port, and signals with SIGWINCH (ignored by default), so that even a misconfigured kernel that
+loaded this engine for its cells would give them nothing worth having.
 """
 from __future__ import annotations
 
@@ -22,20 +22,20 @@ import sys
 import time
 
 PREFIX = "sandbox-audit-"
+TAG = b"AUDIT-native"   # what the connect canary sends (no newline: no line protocol acts on it)
 # What a spawned child runs (fixed): create the marker file named on its command line.
 _CHILD = "import sys; open(sys.argv[1], 'x').close()"
 _FIELDS = {
     "path": lambda v: isinstance(v, str) and os.path.isabs(v) and "\0" not in v,
     "port": lambda v: type(v) is int and 0 < v < 65536,
     "pid": lambda v: type(v) is int and v > 1,
-    "tag": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9-]{1,40}", v) is not None,
     "digest": lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,
 }
 
 
 def _audit_name(path: str) -> str:
     if not os.path.basename(path).startswith(PREFIX):
-        raise ValueError(f"the audit only writes files named {PREFIX}*")
+        raise ValueError(f"the audit only touches files named {PREFIX}*")
     return path
 
 
@@ -70,14 +70,14 @@ def fork() -> dict:
     return {"done": True}
 
 
-def connect(port: int, tag: str) -> dict:
+def connect(port: int) -> dict:
     with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.sendall(tag.encode())
+        s.sendall(TAG)
     return {"done": True}
 
 
 def read(path: str, digest: str) -> dict:
-    with open(path, "rb") as fh:
+    with open(_audit_name(path), "rb") as fh:
         return {"done": True, "matches": hashlib.sha256(fh.read(4096)).hexdigest() == digest}
 
 
@@ -105,7 +105,7 @@ CANARIES = {
     "control_python": (control_python, ()),
     "spawn": (spawn, ("path",)),
     "fork": (fork, ()),
-    "connect": (connect, ("port", "tag")),
+    "connect": (connect, ("port",)),
     "read": (read, ("path", "digest")),
     "append": (append, ("path",)),
     "create": (create, ("path",)),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..policy import Policy
 from .cells import AUDIT_LIMITS, CONTROL, ENGINE_CANARIES
+from .native import TAG
 from .outcome import BREACHED, ERROR, FAILING, HELD, NOT_APPLICABLE, NOT_CONTAINED, Outcome
 from .scene import Scene
 
@@ -50,8 +51,8 @@ NATIVE_CANARIES = [
                  "seccomp"),
     NativeCanary("native-fork", "process", "fork()", lambda s: ("fork", {}), lambda s, o: _said(o), "seccomp"),
     NativeCanary("native-connect", "network", "TCP connect to the loopback listener",
-                 lambda s: ("connect", {"port": s.listener.port, "tag": "AUDIT-native"}),
-                 lambda s, o: "the loopback listener received the tag" if s.listener.saw("AUDIT-native") else _said(o),
+                 lambda s: ("connect", {"port": s.listener.port}),
+                 lambda s, o: "the loopback listener received the tag" if s.listener.saw(TAG.decode()) else _said(o),
                  "seccomp"),
     NativeCanary("native-read", "files", "read the secret outside the working directory",
                  lambda s: ("read", {"path": s.secret, "digest": s.digest}),
