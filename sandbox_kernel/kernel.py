@@ -513,7 +513,7 @@ class SandboxKernel(IPythonKernel):
             if not silent:
                 self._publish_streams(cell.finish())
                 self._publish("error", error)
-            summary.update(status="error", error={**error, "denial": True}, denials=list(self._cell_denials))
+            summary.update(status="error", error={**error, "denial": bool(records)}, denials=list(self._cell_denials))
             return {"status": "error", "execution_count": count, "user_expressions": {}, "payload": [],
                     **error}
 
@@ -533,6 +533,11 @@ class SandboxKernel(IPythonKernel):
             return fail("SandboxDenied", exc.message, [f"SandboxDenied: {exc.message}"], [exc.record()])
         if not silent:
             self._publish_streams(cell.stream("stdout", notes) if notes else [])
+        for skipped in parsed.skipped:   # IPython lines not run; the rest of the cell runs
+            if not skipped.silent:
+                self._record_denial(skipped.record(policy.name), source="kernel")
+                if not silent:
+                    self._publish_streams(cell.stream("stderr", skipped.note()))
         summary["policy"] = policy.name
         self._audit_context["policy"] = policy
         summary["isolation"] = self.current_isolation
@@ -545,6 +550,7 @@ class SandboxKernel(IPythonKernel):
                 return fail("SandboxUnavailable", refusal, [f"SandboxUnavailable: {refusal}"], [])
 
         if not parsed.code.strip():
+            summary["denials"] = list(self._cell_denials)
             reply = {"status": "ok", "execution_count": count, "payload": [],
                      "user_expressions": self._user_expressions(user_expressions, policy, cell)}
             return reply
