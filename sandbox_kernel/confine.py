@@ -598,6 +598,14 @@ def _always(frame, event) -> bool:
     return True
 
 
+def _rewritten_tree(frame, event) -> bool:
+    """The engine compiles the text of a cell's eval()/exec() after parsing, validating and rewriting it
+    like a cell: the rewritten tree, never text."""
+    import ast
+
+    return event == "compile" and isinstance(frame.f_locals.get("tree"), (ast.Module, ast.Expression))
+
+
 def _compile_only(frame, event) -> bool:
     return event == "compile"
 
@@ -617,6 +625,7 @@ _SOURCE_CALLERS_SPEC = (
     ("jinja2.environment", "Environment._compile", _installed_template),
     ("jinja2.environment", "Template.from_code", _installed_template_code),
     ("jinja2.debug", "fake_traceback", _always),    # '\n' * lineno + 'raise __jinja_exception__'
+    ("sandbox_kernel.engine", "Engine._compile_text", _rewritten_tree),   # a cell's eval()/exec() text
 )
 _SOURCE_CALLERS: dict = {}       # code object -> check(frame, event)
 

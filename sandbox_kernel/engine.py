@@ -15,6 +15,7 @@ policy, denials, truncated, output, charts, error).
 from __future__ import annotations
 
 import ast
+import builtins as _host_builtins
 import contextvars
 import json
 import inspect as _inspect
@@ -27,18 +28,20 @@ from collections import deque
 from types import ModuleType
 from typing import Callable
 
-from . import confine, render
-from .builtins_table import make_builtins
-from .denials import (LimitExceeded, MemoryLimitExceeded, SandboxViolation, ValidationDenied, genuine, is_genuine,
-                      new_cell)
-from .gates import CURRENT_GATES, Gates
+from . import cellmagics, confine, helptext, render
+from .builtins_table import NamespaceSnapshot, documented_as, make_builtins, own_names
+from .denials import (BuiltinDenied, CallDenied, LimitExceeded, MemoryLimitExceeded, SandboxViolation,
+                      ValidationDenied, genuine, is_genuine, new_cell)
+from .gates import CURRENT_GATES, TEXT_FILENAME_PREFIX, Gates
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
-from .rewriter import CELL_FILENAME_PREFIX, GATE_PREFIX, cell_filename, parse_cell, rewrite, COMPILE_FLAGS
+from .rewriter import (CELL_FILENAME_PREFIX, FORBIDDEN_NAMES, GATE_PREFIX, cell_filename, parse_cell, rewrite,
+                       COMPILE_FLAGS)
 from .streams import OutputStreams, hide_host_paths, without_host_paths
 
 Emit = Callable[[dict], None]
 _CO_COROUTINE = _inspect.CO_COROUTINE
+_OWN_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Engine:
@@ -71,6 +74,8 @@ class Engine:
         self._emit: Emit = lambda e: None
         self._cell_denials: list = []
         self._charts: list = []
+        self.magics = cellmagics.MagicRuntime(self)
+        self._text_code: dict = {}   # (mode, text) -> code of eval()/exec() strings, most recent last
         self.builtins.update(make_builtins(self))
 
     def _use_policy(self, policy: Policy) -> None:
@@ -88,6 +93,7 @@ class Engine:
         self.execution_count = execution_count or self.execution_count + 1
         filename = cell_filename(self.execution_count)
         self._use_policy(policy)
+        self.magics.new_cell()
         self._cell_denials = []
         self._charts = []
         self._rich_bytes = 0
@@ -185,7 +191,8 @@ class Engine:
         """(body code, last-expression code or None). The last expression is displayed as in
         IPython, unless the cell ends with ';'."""
         self._sources[filename] = source.splitlines()
-        tree = rewrite(parse_cell(source, filename, mode))
+        code, magic_sites = cellmagics.prepare(source) if mode == "exec" else (source, [])
+        tree = rewrite(cellmagics.apply(parse_cell(code, filename, mode), magic_sites, filename))
         last = None
         if mode == "exec" and tree.body and isinstance(tree.body[-1], ast.Expr) \
                 and not source.rstrip().endswith(";"):
@@ -199,6 +206,100 @@ class Engine:
         if code.co_flags & _CO_COROUTINE:
             value = _drive(value)
         return value
+
+    # -- eval() and exec() of text: a cell's pipeline, the running cell's limits -------------------------
+
+    def run_text(self, mode: str, source, globals=None, locals=None):
+        """eval()/exec() for cells: the text is parsed, validated, rewritten and compiled like a cell and
+        runs under the running cell's limits, in the caller's namespace, or in private copies of the dicts
+        given (what the code binds is written back to them afterwards). The copies never hold the
+        runtime's names (a dict naming a gate is refused) and get the cell's builtins, never the host's;
+        the dicts themselves never reach the code."""
+        name = f"{mode}()"
+        if not self.budget.running:
+            self.gates.deny(BuiltinDenied(name, "it runs only while a cell runs"))
+        text = self._text_of(source, name)
+        if mode == "eval":
+            text = text.lstrip(" \t")
+        write_back: list = []
+        run_globals, run_locals = self._text_namespaces(name, _calling_cell_frame(), globals, locals, write_back)
+        code = self._compile_text(text, mode)
+        try:
+            return eval(code, run_globals, run_locals)  # noqa: S307 - rewritten, gated text
+        finally:
+            for target, private, copied in write_back:
+                _write_back(target, private, copied)
+
+    def _text_of(self, source, name: str) -> str:
+        if isinstance(source, str):
+            return source if type(source) is str else str.__str__(source)
+        if isinstance(source, (bytes, bytearray)):
+            return bytes(source).decode("utf-8")
+        self.gates.deny(CallDenied(f"{name} of a {type(source).__name__}",
+                                   "eval() and exec() take the text of code in the sandbox"))
+
+    def _text_namespaces(self, name: str, caller, globals, locals, write_back: list):
+        """(globals, locals) to run the text in."""
+        if globals is None:
+            if caller is None:   # called from a library (df.apply(eval)): the cell's namespace
+                run_globals = run_locals = self.namespace
+            else:
+                run_globals = caller.f_globals      # the namespace, or an outer exec()'s private copy
+                scope = caller.f_locals
+                run_locals = run_globals if scope is run_globals else own_names(scope)   # a function's: a copy
+            if locals is not None:
+                run_locals = self._text_dict(locals, "locals", name, write_back)
+            return run_globals, run_locals
+        run_globals = self._text_dict(globals, "globals", name, write_back)
+        if run_globals is not self.namespace:
+            run_globals["__builtins__"] = self.builtins
+            run_globals["__name__"] = self.namespace["__name__"]
+        return run_globals, run_globals if locals is None else self._text_dict(locals, "locals", name, write_back)
+
+    def _text_dict(self, given, role: str, name: str, write_back: list) -> dict:
+        if type(given) is NamespaceSnapshot:     # globals() / locals() of the cell: its namespace
+            return self.namespace
+        if type(given) is not dict:
+            raise TypeError(f"{name}: {role} must be a dict in the sandbox, not {type(given).__name__}")
+        private = {}
+        for key, value in dict.items(given):
+            if type(key) is not str or not key.isidentifier():
+                continue   # not a name any code can read
+            if key.startswith(GATE_PREFIX):
+                self.gates.deny(CallDenied(f"{name} with {role} holding '{key[:60]}'",
+                                           "names of the sandbox runtime cannot be given to code"))
+            if key not in FORBIDDEN_NAMES and key != "__name__":   # __builtins__ & co: ignored
+                private[key] = value
+        write_back.append((given, private, set(private)))
+        return private
+
+    _TEXT_CODE_KEPT = 256
+    _TEXT_KEPT_CHARS = 4096
+
+    def _compile_text(self, text: str, mode: str):
+        """The code of an eval()/exec() string, compiled once (the rewriter is pure: same text, same code).
+        confine.py lets this function, and no other code of a running cell, compile: it compiles the
+        rewritten tree, never text."""
+        key = (mode, text)
+        found = self._text_code.get(key)
+        if found is not None:
+            return found
+        if len(self._text_code) >= self._TEXT_CODE_KEPT:
+            for stale in [f for f in self._sources if f.startswith(_TEXT_FILENAME)]:
+                del self._sources[stale]
+            self._text_code.clear()
+        kept = len(text) <= self._TEXT_KEPT_CHARS   # a long text is compiled each time, never kept
+        filename = f"{_TEXT_FILENAME}{mode} {len(self._text_code) + 1 if kept else 'long'}>"
+        try:
+            tree = rewrite(parse_cell(text, f"<{mode} string>", mode))
+        except ValidationDenied as exc:
+            self.gates.deny(exc)
+        tree = ast.fix_missing_locations(tree)
+        code = compile(tree, filename, mode, dont_inherit=True)
+        self._sources[filename] = text.splitlines()[:10_000]
+        if kept:
+            self._text_code[key] = code
+        return code
 
     def _bundle(self, value, limits: Limits) -> dict:
         data = render.bundle(value, self.gates, cap=limits.output_bytes)
@@ -262,7 +363,7 @@ class Engine:
         if _is_ours(exc):
             exc.set_line(line)
             denial = exc.record()
-            if isinstance(exc, (ValidationDenied, LimitExceeded)) or not any(
+            if isinstance(exc, LimitExceeded) or not any(
                     d["target"] == denial["target"] and d["kind"] == denial["kind"] for d in self._cell_denials):
                 self._record_denial(exc)
         elif isinstance(exc, SyntaxError):
@@ -397,8 +498,8 @@ class Engine:
         return reply
 
     def _visible_globals(self) -> list[str]:
-        names = [n for n in self.namespace if not n.startswith("__")]
-        names += [n for n in self.builtins if not n.startswith("_")]
+        names = [n for n in self.namespace if not n.startswith("__") and n.isidentifier()]
+        names += [n for n in self.builtins if not n.startswith("_") and n.isidentifier()]
         return names
 
     def _resolve_static(self, path: str):
@@ -452,6 +553,45 @@ class Engine:
                     continue
                 names.add(n)
         return sorted(names)
+
+    # -- help(obj) and `obj?`: run inside the cell, like any call it makes ---------------------------
+
+    def help(self, *args):
+        """Prints the signature and docstring of obj, with the members the policy shows."""
+        if len(args) != 1:
+            raise TypeError("help() takes one object in the sandbox: help(len), help(pd.DataFrame.merge), "
+                            "or obj? on a line of its own")
+        obj = args[0]
+        if type(obj) is str:
+            obj, found = self._resolve_static(obj)
+            if not found:
+                print(f"No documentation found for {args[0][:100]!r} in the sandbox: give help() the object "
+                      f"itself (help(len)).")
+                return
+        if obj is self.builtins.get("help"):
+            obj = _host_builtins.help
+        print(helptext.render(documented_as(obj), self._doc_of, self.visible_attributes, _static_lookup), end="")
+
+    def help_on(self, getter, name: str, detail: int = 1):
+        """`name?` and `name??`: help on what the name reads as in the cell, or IPython's note when it
+        reads as nothing."""
+        try:
+            obj = getter()
+        except (NameError, AttributeError, LookupError):
+            print(f"Object `{name}` not found.")
+            return
+        self.help(obj)
+
+    def _doc_of(self, obj):
+        try:
+            doc = self.gates.getattr(obj, "__doc__")
+        except Exception:  # noqa: BLE001 - no docstring to show
+            return None
+        return doc if type(doc) is str else None
+
+    def visible_attributes(self, obj) -> list[str]:
+        """The public attribute names the policy lets a cell read on obj (dir() and help list these)."""
+        return self._visible_attributes(obj)
 
     def cancel(self) -> None:
         self.budget.cancel()
@@ -539,6 +679,30 @@ def _static_doc(obj) -> str | None:
     return None
 
 
+_TEXT_FILENAME = TEXT_FILENAME_PREFIX   # eval()/exec() strings: cell code for the sinks, the cell's line for denials
+
+
+def _calling_cell_frame():
+    """The frame of the cell code that called eval()/exec()/globals() (past the runtime's own frames), or
+    None when a library called it."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_PACKAGE):
+        frame = frame.f_back
+    if frame is not None and frame.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+        return frame
+    return None
+
+
+def _write_back(target: dict, private: dict, copied: set) -> None:
+    """What exec() bound, changed or deleted in its private copy, into the dict the cell gave."""
+    for key in copied:
+        if key not in private and key in target:
+            del target[key]
+    for key, value in private.items():
+        if key not in ("__builtins__", "__name__") and (key not in target or target[key] is not value):
+            target[key] = value
+
+
 def _drive(coro):
     """Top-level await: sandbox coroutines only (no event loop is granted to cells)."""
     try:
@@ -582,7 +746,8 @@ def _innermost_cell_line(exc: BaseException) -> int | None:
     tb = exc.__traceback__
     line = None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+        name = tb.tb_frame.f_code.co_filename
+        if name.startswith(CELL_FILENAME_PREFIX) and not name.startswith(TEXT_FILENAME_PREFIX):
             line = tb.tb_lineno
         tb = tb.tb_next
     return line

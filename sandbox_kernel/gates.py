@@ -1844,11 +1844,16 @@ def _resolve_path(path: str):
     return None, parts[-1]
 
 
+# eval()/exec() text compiled for a cell (engine.py): its denials are reported at the cell's line
+TEXT_FILENAME_PREFIX = CELL_FILENAME_PREFIX + "text:"
+
+
 def _cell_line() -> int | None:
     """The line of the innermost cell frame on the stack (where the denied request came from)."""
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code.co_filename.startswith(CELL_FILENAME_PREFIX):
+        name = f.f_code.co_filename
+        if name.startswith(CELL_FILENAME_PREFIX) and not name.startswith(TEXT_FILENAME_PREFIX):
             return f.f_lineno
         f = f.f_back
     return None

@@ -52,9 +52,10 @@ class Control:
 
 @dataclass
 class ParsedCell:
-    code: str                                      # the cell with magic lines blanked out
+    code: str                                      # the code for the engine (see parse_cell)
     controls: list[Control] = field(default_factory=list)
     refused: list[MagicError] = field(default_factory=list)
+    skipped: list["Skipped"] = field(default_factory=list)
 
     @property
     def cell_control(self) -> Control | None:
@@ -138,62 +139,209 @@ def _refusal(what: str, line: int, text: str, policy: str | None) -> MagicError:
         hint="write plain Python; the sandbox control magics are listed in docs/operators.md")
 
 
+# -- IPython syntax the engine runs itself, and what is skipped --------------------------------------
+# %time, %timeit, %%time, %%timeit and `obj?` are left in the code for the engine (cellmagics.py turns
+# them into ordinary, rewritten Python run under the cell's limits). Every other IPython line is
+# skipped: it becomes `pass` (so a block that held it stays valid and line numbers stay) and the kernel
+# prints one note naming it and why; the rest of the cell runs. Only the syntax a reader of a notebook
+# expects to do nothing visible here is skipped silently.
+
+ENGINE_MAGICS = ("time", "timeit")
+
+_SILENT = {
+    "matplotlib": "plots are displayed inline already",
+    "config": "IPython's display configuration does not apply to the sandbox's renderer",
+}
+_WHY = {
+    "pip": "packages cannot be installed from inside the sandbox (an operator installs them for the kernel)",
+    "conda": "packages cannot be installed from inside the sandbox (an operator installs them for the kernel)",
+    "mamba": "packages cannot be installed from inside the sandbox (an operator installs them for the kernel)",
+    "run": "running a file as a script would run code the cell did not show; paste it into a cell",
+    "load": "loading a file or URL into the cell is not available; paste the code into a cell",
+    "loadpy": "loading a file or URL into the cell is not available; paste the code into a cell",
+    "env": "environment variables belong to the host",
+    "set_env": "environment variables belong to the host",
+    "system": "shell commands do not run in the sandbox (no processes)",
+    "sx": "shell commands do not run in the sandbox (no processes)",
+    "sc": "shell commands do not run in the sandbox (no processes)",
+    "cd": "the working directory is fixed",
+    "pwd": "the working directory is fixed",
+    "load_ext": "IPython extensions do not load in the sandbox",
+    "reload_ext": "IPython extensions do not load in the sandbox",
+    "unload_ext": "IPython extensions do not load in the sandbox",
+    "autoreload": "IPython extensions do not load in the sandbox",
+    "aimport": "IPython extensions do not load in the sandbox",
+    "debug": "debuggers and profilers are not available",
+    "pdb": "debuggers and profilers are not available",
+    "prun": "debuggers and profilers are not available",
+    "lprun": "debuggers and profilers are not available",
+    "memit": "debuggers and profilers are not available",
+    "mprun": "debuggers and profilers are not available",
+    "precision": "IPython's display settings do not apply; format numbers with f-strings or round()",
+}
+_DEFAULT_WHY = "IPython magics do not run in the sandbox (only %time, %timeit and the %sandbox_* controls do)"
+_SHELL_WHY = "shell commands do not run in the sandbox (no processes)"
+_CELL_WHY = ("the cell magic %%{name} does not run in the sandbox (only %%time, %%timeit and %%sandbox do); "
+             "nothing in this cell ran")
+_LATE_CELL_MAGIC_WHY = "a cell magic must be the first line of its cell; this line and the ones after it were not run"
+
+# `name?`, `name??` at the end of a line and `?name`, `??name` at its start: IPython's help syntax.
+HELP_END = re.compile(r"(?<![\w.])((?!\d)\w+(?:\.(?!\d)\w+)*)\s*(\?\??)\s*$")
+HELP_START = re.compile(r"^\s*(\?\??)\s*((?!\d)\w+(?:\.(?!\d)\w+)*)\s*$")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An IPython line the kernel did not run; the rest of the cell ran."""
+
+    line: int
+    text: str          # the line as written (shortened)
+    reason: str
+    silent: bool = False
+
+    @property
+    def magic(self) -> str:
+        return self.text.split()[0][:60] if self.text.split() else self.text
+
+    def note(self) -> str:
+        return f"note: line {self.line}: `{self.text}` was skipped: {self.reason}\n"
+
+    def record(self, policy: str | None) -> dict:
+        return {"kind": "magic", "target": self.magic, "rule": "skipped: " + self.reason, "line": self.line,
+                "policy": policy, "hint": "write plain Python", "message": self.note().strip()}
+
+
+def help_target(text: str) -> tuple[str, int] | None:
+    """(dotted name, 1 for `?` or 2 for `??`) when the line is IPython help syntax, else None."""
+    m = HELP_START.match(text)
+    if m:
+        return m.group(2), len(m.group(1))
+    m = HELP_END.search(text)
+    if m and not text[:m.start()].strip():
+        return m.group(1), len(m.group(2))
+    return None
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a cell as the scanner sees it."""
+
+    index: int         # 0-based
+    text: str
+    kind: str          # code | line_magic | cell_magic | shell | assign_magic | help | question
+    name: str = ""     # the magic's name without % signs
+    args: str = ""
+    indented: bool = False
+
+
+def statement_indent(text: str, lines_before) -> int:
+    """The indentation a statement put in place of this line needs: its own, except on a cell's first
+    code line, where IPython drops it (an indented `  !ls` alone in a cell)."""
+    if any(line.strip() and not line.lstrip().startswith("#") for line in lines_before):
+        return len(text) - len(text.lstrip())
+    return 0
+
+
+def scan_lines(source: str):
+    """Each line of a cell with what it is. A magic, shell or help line counts only where a statement
+    starts (not inside a string, brackets or after a backslash)."""
+    scanner = _Scanner()
+    for index, text in enumerate(source.split("\n")):
+        stripped = text.lstrip()
+        indented = stripped != text
+        if scanner.at_statement_start() and stripped[:1] in ("%", "!", "?"):
+            m = _MAGIC_NAME.match(stripped)
+            if stripped.startswith("%%"):
+                yield Line(index, text, "cell_magic", m.group(1), m.group(2).strip(), indented)
+            elif stripped.startswith("%"):
+                yield Line(index, text, "line_magic", m.group(1) if m else "", m.group(2).strip() if m else "",
+                           indented)
+            elif stripped.startswith("!"):
+                yield Line(index, text, "shell", indented=indented)
+            else:
+                yield Line(index, text, "help" if help_target(text) else "question", indented=indented)
+            continue
+        if scanner.at_statement_start() and _ASSIGN_MAGIC.match(stripped):
+            magic = stripped.split("=", 1)[1].strip()
+            m = _MAGIC_NAME.match(magic)
+            yield Line(index, text, "assign_magic", m.group(1) if m else "", m.group(2).strip() if m else "",
+                       indented)
+            continue
+        at_start = scanner.at_statement_start()
+        if scanner.scan(text):
+            yield Line(index, text, "help" if at_start and help_target(text) else "question", indented=indented)
+            continue
+        yield Line(index, text, "code", indented=indented)
+
+
 def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
-    """Split a cell into plain Python (magic lines blanked, so line numbers stay) and magics."""
+    """Split a cell into the code for the engine and the kernel's control magics.
+
+    Control magics are blanked (line numbers stay); the IPython syntax the engine runs (ENGINE_MAGICS,
+    `obj?`) is left as written; any other magic, shell or help line becomes `pass` and is listed in
+    `skipped`. `refused` holds misplaced control magics: then nothing in the cell runs."""
     lines = source.split("\n")
     parsed = ParsedCell(code="")
     out_lines = []
-    scanner = _Scanner()
     first_code_line = True
-    for index, text in enumerate(lines):
-        lineno = index + 1
-        stripped = text.lstrip()
-        if scanner.at_statement_start() and stripped[:1] in ("%", "!", "?"):
-            indented = stripped != text
-            m = _MAGIC_NAME.match(stripped)
-            if stripped.startswith("%%"):
-                name, args = m.group(1), m.group(2).strip()
-                if name == CELL_CONTROL and first_code_line and not indented:
-                    parsed.controls.append(Control(name, args, lineno, cell=True))
-                    out_lines.append("")
-                    first_code_line = False
-                    continue
-                if name == CELL_CONTROL:
-                    parsed.refused.append(MagicError(
-                        f"%%sandbox must be the first line of the cell (line {lineno})",
-                        target="%%sandbox", rule="cell magics come first", line=lineno, policy=policy))
-                else:
-                    parsed.refused.append(_refusal("the cell magic %%" + name, lineno, text, policy))
-                # The rest of a cell under a cell magic is not Python; none of it runs.
-                out_lines.extend("" for _ in lines[index:])
-                break
-            if stripped.startswith("%") and m and m.group(1) in LINE_CONTROLS:
-                if indented:
-                    parsed.refused.append(MagicError(
-                        f"%{m.group(1)} must stand at the top level of the cell, not inside a block "
-                        f"(line {lineno})", target="%" + m.group(1),
-                        rule="control magics apply before the cell runs", line=lineno, policy=policy))
-                else:
-                    parsed.controls.append(Control(m.group(1), m.group(2).strip(), lineno))
+
+    def skip(line: Line, reason: str, silent: bool = False):
+        parsed.skipped.append(Skipped(line.index + 1, line.text.strip()[:80], reason, silent))
+        out_lines.append(" " * statement_indent(line.text, out_lines) + "pass")
+
+    for line in scan_lines(source):
+        lineno, text = line.index + 1, line.text
+        if line.kind == "cell_magic":
+            name = line.name
+            if name == CELL_CONTROL and first_code_line and not line.indented:
+                parsed.controls.append(Control(name, line.args, lineno, cell=True))
                 out_lines.append("")
                 first_code_line = False
                 continue
-            what = {"%": "the magic %" + (m.group(1) if m else ""), "!": "the shell command",
-                    "?": "help syntax"}[stripped[0]]
-            parsed.refused.append(_refusal(what, lineno, text, policy))
+            if name == CELL_CONTROL:
+                parsed.refused.append(MagicError(
+                    f"%%sandbox must be the first line of the cell (line {lineno})",
+                    target="%%sandbox", rule="cell magics come first", line=lineno, policy=policy))
+                out_lines.extend("" for _ in lines[line.index:])
+                break
+            starts_the_cell = not line.indented and not any(
+                c.strip() and not c.lstrip().startswith("#") for c in out_lines)
+            if name in ENGINE_MAGICS and starts_the_cell:
+                out_lines.extend(lines[line.index:])    # the engine runs the rest as the magic's body
+                break
+            # The rest of a cell under any other cell magic is not Python; none of it runs.
+            parsed.skipped.append(Skipped(lineno, text.strip()[:80], _CELL_WHY.format(name=name) if starts_the_cell
+                                          else _LATE_CELL_MAGIC_WHY))
+            out_lines.extend("" for _ in lines[line.index:])
+            break
+        if line.kind == "line_magic" and line.name in LINE_CONTROLS:
+            if line.indented:
+                parsed.refused.append(MagicError(
+                    f"%{line.name} must stand at the top level of the cell, not inside a block "
+                    f"(line {lineno})", target="%" + line.name,
+                    rule="control magics apply before the cell runs", line=lineno, policy=policy))
+            else:
+                parsed.controls.append(Control(line.name, line.args, lineno))
             out_lines.append("")
-            continue
-        if scanner.at_statement_start() and _ASSIGN_MAGIC.match(stripped):
-            parsed.refused.append(_refusal("assigning a magic or shell command", lineno, text, policy))
-            out_lines.append("")
-            continue
-        if stripped and not stripped.startswith("#"):
             first_code_line = False
-        if scanner.scan(text):
-            parsed.refused.append(_refusal("help syntax (`obj?`)", lineno, text, policy))
-            out_lines.append("")
             continue
-        out_lines.append(text)
+        first_code_line = first_code_line and not (text.strip() and not text.lstrip().startswith("#"))
+        if line.kind in ("line_magic", "assign_magic") and line.name in ENGINE_MAGICS or line.kind == "help":
+            out_lines.append(text)
+        elif line.kind == "line_magic":
+            if line.name in _SILENT:
+                skip(line, _SILENT[line.name], silent=True)
+            else:
+                skip(line, _WHY.get(line.name, _DEFAULT_WHY))
+        elif line.kind == "assign_magic":
+            skip(line, _SHELL_WHY if text.split("=", 1)[1].strip().startswith("!")
+                 else _WHY.get(line.name, _DEFAULT_WHY))
+        elif line.kind == "shell":
+            skip(line, _WHY["pip"] if re.match(r"!\s*(pip3?|conda|mamba)\s", text.strip()) else _SHELL_WHY)
+        elif line.kind == "question":
+            skip(line, "help syntax works on a name (`obj?`, `obj.attr??`); this line was not run")
+        else:
+            out_lines.append(text)
     parsed.code = "\n".join(out_lines)
     return parsed
 

@@ -12,16 +12,11 @@ import pytest
 
 from childcell import TIGHT, run_cell_in_child
 
+# (eval, exec, globals, vars, dir and help are the sandbox's own: tests/test_attacks_evalexec.py and
+# tests/test_allow_introspection.py)
 UNAVAILABLE_CALLS = [
-    "eval('1 + 1')",
-    "exec('x = 1')",
     "compile('1', 'f', 'eval')",
-    "globals()",
-    "vars()",
     "vars(int)",
-    "dir()",
-    "dir(int)",
-    "help(int)",
     "breakpoint()",
     "input()",
     "exit()",

