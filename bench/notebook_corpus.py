@@ -130,14 +130,11 @@ def materialise(mirror: str, commit: str, path: str, dest: str) -> None:
 
 # -- running one notebook in one kernel --------------------------------------------------------------
 
-def run_notebook(kernel: str, cells: list[str], cwd: str, timeout: float, extra_args=(), pythonpath="") -> list[dict]:
+def run_notebook(kernel: str, cells: list[str], cwd: str, timeout: float, extra_args=()) -> list[dict]:
     from jupyter_client import KernelManager
 
     km = KernelManager(kernel_name=kernel)
-    env = dict(os.environ)
-    if pythonpath:   # run another checkout's package (a baseline) with this one's interpreter
-        env["PYTHONPATH"] = pythonpath
-    km.start_kernel(cwd=cwd, extra_arguments=list(extra_args), env=env, stdout=subprocess.DEVNULL,
+    km.start_kernel(cwd=cwd, extra_arguments=list(extra_args), stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL)
     kc = km.client()
     kc.start_channels()
@@ -278,8 +275,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per cell")
     ap.add_argument("--isolation", default="kernel")
     ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--sandbox-pythonpath", default="",
-                    help="PYTHONPATH for the sandbox kernel (a snapshot of an earlier sandbox_kernel)")
+    ap.add_argument("--sandbox-kernel", default=SANDBOX_KERNEL,
+                    help="kernelspec of the sandbox (a baseline: a kernelspec whose interpreter imports an "
+                         "earlier sandbox_kernel; workers run with -I, so PYTHONPATH does not reach them)")
     ap.add_argument("--reuse-stock", action="store_true", help="take stock results from --out")
     ap.add_argument("--only-sandbox-failures", action="store_true",
                     help="with --reuse-stock: rerun only notebooks where a stock-ok cell failed in the sandbox")
@@ -330,8 +328,8 @@ def main(argv=None) -> int:
                 with concurrent.futures.ThreadPoolExecutor(2) as pool:
                     stock = None if reuse else pool.submit(
                         run_notebook, STOCK_KERNEL, cells, os.path.join(stock_dir, where), args.timeout)
-                    sandbox = pool.submit(run_notebook, SANDBOX_KERNEL, cells, os.path.join(sandbox_dir, where),
-                                          args.timeout, sandbox_args, args.sandbox_pythonpath)
+                    sandbox = pool.submit(run_notebook, args.sandbox_kernel, cells, os.path.join(sandbox_dir, where),
+                                          args.timeout, sandbox_args)
                     entry = {"cells": cells, "stock": old["stock"] if reuse else stock.result(),
                              "sandbox": sandbox.result()}
             results["notebooks"][key] = entry

@@ -273,5 +273,6 @@ def make_builtins(engine) -> dict:
     magics = engine.magics
     table.update({name: runtime_callable(fn) for name, fn in (
         ("%time_start", magics.time_start), ("%time_keep", magics.time_keep), ("%time_end", magics.time_end),
-        ("%time_value", magics.time_value), ("%timeit_run", magics.timeit_run), ("%help_on", engine.help_on))})
+        ("%time_value", magics.time_value), ("%timeit_run", magics.timeit_run), ("%help_on", engine.help_on),
+        ("%writefile", magics.writefile))})
     return table

@@ -1,4 +1,4 @@
-"""The IPython syntax the engine runs itself: %time, %timeit, %%time, %%timeit and `obj?`.
+"""The IPython syntax the engine runs itself: %time, %timeit, %%time, %%timeit, %%writefile, `obj?`.
 
 Each is turned into ordinary Python *before* the rewriter sees the cell, so the timed statement is
 parsed, validated, rewritten and run exactly like the rest of the cell, under the cell's limits. The
@@ -10,6 +10,7 @@ magic line is replaced by `pass` (same indentation, same line), the cell is pars
     %timeit STMT      def '%timeit'(_it, _timer): setup; _t0 = _timer(); for _i in _it: STMT; ...
                       try: '%timeit_run'('%timeit', site, number, repeat, ...) finally: del '%timeit'
     obj?              '%help_on'(lambda: obj, 'obj')
+    %%writefile f     '%writefile'('f', <the rest of the cell, as text>, append)
 
 (IPython's own template for timeit.) The '%...' names cannot be written in a cell (they are not
 identifiers); they are the engine's helpers below, in the cell's builtins. A cell that shadows nothing
@@ -22,10 +23,11 @@ import itertools
 import math
 import re
 import resource
+import shlex
 import time
 from dataclasses import dataclass
 
-from .magics import ENGINE_MAGICS, help_target, scan_lines, statement_indent
+from .magics import ENGINE_CELL_MAGICS, ENGINE_MAGICS, help_target, scan_lines, statement_indent
 
 TIMEIT_DEFAULT_REPEAT = 7
 _NO_TYPE_PARAMS = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
@@ -44,6 +46,7 @@ class Site:
     target: str = ""   # `x` in `x = %time ...`
     cell: bool = False
     detail: int = 1    # `?` or `??`
+    body: str = ""     # %%writefile: the text to write
 
 
 MagicSyntaxError = SyntaxError   # what IPython reports as a UsageError: the cell does not run
@@ -59,9 +62,13 @@ def prepare(source: str) -> tuple[str, list[Site]]:
     for line in scan_lines(source):
         text = line.text
         indent = statement_indent(text, lines[:line.index])
-        if line.kind == "cell_magic" and line.name in ENGINE_MAGICS and not seen_code and not line.indented:
+        if line.kind == "cell_magic" and line.name in ENGINE_CELL_MAGICS and not seen_code and not line.indented:
             args_at = text.index("%%") + 2 + len(line.name)
-            sites.append(Site(line.name, line.index + 1, 0, text[args_at:].strip(), args_at, cell=True))
+            site = Site(line.name, line.index + 1, 0, text[args_at:].strip(), args_at, cell=True)
+            if line.name in ("writefile", "file"):   # the body is text, not Python
+                site.kind, site.body = "writefile", "\n".join(lines[line.index + 1:]) + "\n"
+                lines[line.index + 1:] = [""] * (len(lines) - line.index - 1)
+            sites.append(site)
             lines[line.index] = "pass"
             break
         if line.kind in ("line_magic", "assign_magic") and line.name in ENGINE_MAGICS:
@@ -147,6 +154,10 @@ class _Replacer(ast.NodeVisitor):
         return self._timeit(site, options, [], body)
 
     def _cell(self, site: Site, body: list) -> list:
+        if site.kind == "writefile":
+            append, name = _writefile_options(site.args, site.line)
+            return [_at(site, ast.Expr(_helper("%writefile", ast.Constant(name), ast.Constant(site.body),
+                                               ast.Constant(append))))]
         if site.kind == "time":
             if site.args:
                 raise MagicSyntaxError("Can't use statement directly after '%%time'!",
@@ -239,6 +250,20 @@ def _timeit_options(args: str, line: int) -> tuple[dict, str, int]:
         raise MagicSyntaxError("timeit: -n and -r take positive numbers", (None, line, 1, None, None, None))
     statement = args[at:]
     return options, statement.strip(), at + len(statement) - len(statement.lstrip())
+
+
+def _writefile_options(args: str, line: int) -> tuple[bool, str]:
+    """`%%writefile [-a] name` (the name may be quoted)."""
+    try:
+        words = shlex.split(args)
+    except ValueError as exc:
+        raise MagicSyntaxError(f"writefile: {exc}", (None, line, 1, None, None, None)) from None
+    append = bool(words) and words[0] in ("-a", "--append")
+    words = words[1:] if append else words
+    if len(words) != 1:
+        raise MagicSyntaxError("writefile: give one file name (%%writefile [-a] name)",
+                               (None, line, 1, None, None, None))
+    return append, words[0]
 
 
 def _helper(name: str, *args) -> ast.Call:
@@ -344,6 +369,20 @@ class MagicRuntime:
 
     def time_value(self, key: str):
         return self._kept.pop(key, None)
+
+    # %%writefile
+    def writefile(self, name: str, text: str, append: bool) -> None:
+        """Writes through the cell's own open(): the working directory only, and only when the policy
+        grants files."""
+        opener = self.engine.builtins["open"]
+        try:
+            opener(name, "rb").close()
+            exists = True
+        except FileNotFoundError:
+            exists = False
+        with opener(name, "a" if append else "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"{'Appending to' if append and exists else 'Overwriting' if exists else 'Writing'} {name}")
 
     # %timeit
     def timeit_run(self, inner, key: str, number: int, repeat: int, precision: int, quiet: bool):

@@ -140,13 +140,14 @@ def _refusal(what: str, line: int, text: str, policy: str | None) -> MagicError:
 
 
 # -- IPython syntax the engine runs itself, and what is skipped --------------------------------------
-# %time, %timeit, %%time, %%timeit and `obj?` are left in the code for the engine (cellmagics.py turns
-# them into ordinary, rewritten Python run under the cell's limits). Every other IPython line is
+# %time, %timeit, %%time, %%timeit, %%writefile and `obj?` are left in the code for the engine
+# (cellmagics.py turns them into ordinary, rewritten Python run under the cell's limits). Every other IPython line is
 # skipped: it becomes `pass` (so a block that held it stays valid and line numbers stay) and the kernel
 # prints one note naming it and why; the rest of the cell runs. Only the syntax a reader of a notebook
 # expects to do nothing visible here is skipped silently.
 
 ENGINE_MAGICS = ("time", "timeit")
+ENGINE_CELL_MAGICS = ENGINE_MAGICS + ("writefile", "file")   # %%file is IPython's old name of %%writefile
 
 _SILENT = {
     "matplotlib": "plots are displayed inline already",
@@ -181,8 +182,8 @@ _WHY = {
 }
 _DEFAULT_WHY = "IPython magics do not run in the sandbox (only %time, %timeit and the %sandbox_* controls do)"
 _SHELL_WHY = "shell commands do not run in the sandbox (no processes)"
-_CELL_WHY = ("the cell magic %%{name} does not run in the sandbox (only %%time, %%timeit and %%sandbox do); "
-             "nothing in this cell ran")
+_CELL_WHY = ("the cell magic %%{name} does not run in the sandbox (only %%time, %%timeit, %%writefile and "
+             "%%sandbox do); nothing in this cell ran")
 _LATE_CELL_MAGIC_WHY = "a cell magic must be the first line of its cell; this line and the ones after it were not run"
 
 # `name?`, `name??` at the end of a line and `?name`, `??name` at its start: IPython's help syntax.
@@ -306,7 +307,7 @@ def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
                 break
             starts_the_cell = not line.indented and not any(
                 c.strip() and not c.lstrip().startswith("#") for c in out_lines)
-            if name in ENGINE_MAGICS and starts_the_cell:
+            if name in ENGINE_CELL_MAGICS and starts_the_cell:
                 out_lines.extend(lines[line.index:])    # the engine runs the rest as the magic's body
                 break
             # The rest of a cell under any other cell magic is not Python; none of it runs.

@@ -22,7 +22,7 @@ def refused(source):
     ("%pip install x", "%pip"),
     ("!pip install x", "!pip"),
     ("%%bash\necho hi", "%%bash"),
-    ("%%writefile x.py\nimport os", "%%writefile"),
+    ("%%script sh\nid", "%%script"),
     ("x = !ls", "x"),
     ("files = %sx ls", "files"),
     ("open('x', 'w')?", "open('x',"),
@@ -55,7 +55,8 @@ def test_display_setup_is_skipped_silently():
 @pytest.mark.parametrize("source", [
     "%time x = 1", "%timeit -n 3 x + 1", "y = %time f()", "t = %timeit -o f()", "len?", "np.sum??", "?len",
     "??pd.DataFrame.merge", "%%time\nx = 1\nx", "%%timeit -n 2 setup = 1\nsetup + 1",
-    "# first\n%%time\nx = 1", "for i in range(3):\n    %time i * 2",
+    "# first\n%%time\nx = 1", "for i in range(3):\n    %time i * 2", "%%writefile x.py\nimport os",
+    "%%file -a notes.txt\n!not python",
 ])
 def test_what_the_engine_runs_is_left_as_written(source):
     parsed = parse_cell(source)

@@ -167,3 +167,29 @@ def test_help_takes_an_object(run):
     assert r.ok and "len(obj, /)" in r.stdout, r
     r = run("help('os')")
     assert r.ok and "No documentation found" in r.stdout, r
+
+
+def test_writefile_writes_the_cells_text_in_the_working_directory(sandbox):
+    r = sandbox.run("%%writefile helper.py\ndef double(x):\n    return 2 * x")
+    assert r.ok and r.stdout == "Writing helper.py\n", r
+    assert (sandbox.workdir / "helper.py").read_text() == "def double(x):\n    return 2 * x\n"
+    r = sandbox.run("%%file -a helper.py\n# appended, not run: !ls %magic")
+    assert r.ok and r.stdout == "Appending to helper.py\n", r
+    assert (sandbox.workdir / "helper.py").read_text().endswith("# appended, not run: !ls %magic\n")
+    r = sandbox.run("%%writefile helper.py\nx")
+    assert r.ok and r.stdout == "Overwriting helper.py\n", r
+    r = sandbox.run("import helper")   # a file the cell wrote is never imported
+    assert not r.ok and r.denied("import"), r
+
+
+@pytest.mark.parametrize("name", ["../outside.txt", "/tmp/outside.txt", ".bashrc", "__pycache__/x.pyc"])
+def test_writefile_is_confined_like_open(sandbox, outside, name):
+    r = sandbox.run(f"%%writefile {name}\npwned")
+    assert not r.ok and r.denied("file"), r
+    assert not (sandbox.workdir.parent / "outside.txt").exists() and not (sandbox.workdir / ".bashrc").exists()
+
+
+def test_writefile_needs_files(strict):
+    r = strict.run("%%writefile notes.txt\nhello")
+    assert not r.ok and r.denied("builtin"), r
+    assert not (strict.workdir / "notes.txt").exists()
