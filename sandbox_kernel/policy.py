@@ -204,8 +204,11 @@ _STRICT_MODULES = (
     ModuleRule("statistics"),
     ModuleRule("json"),
     ModuleRule("datetime"),
-    ModuleRule("time", allow=("time", "perf_counter", "monotonic", "strftime", "gmtime", "localtime",
-                              "mktime", "struct_time", "time_ns", "perf_counter_ns", "monotonic_ns", "sleep")),
+    # clocks, sleep and formatting; not tzset (changes the process's time zone), clock_settime & co.
+    ModuleRule("time", allow=("time", "perf_counter", "monotonic", "strftime", "strptime", "gmtime", "localtime",
+                              "mktime", "struct_time", "time_ns", "perf_counter_ns", "monotonic_ns", "sleep",
+                              "process_time", "process_time_ns", "thread_time", "thread_time_ns", "asctime",
+                              "ctime", "timezone", "altzone", "daylight", "tzname", "get_clock_info")),
     ModuleRule("calendar"),
     ModuleRule("zoneinfo", allow=("ZoneInfo",)),
     ModuleRule("collections"),
@@ -223,6 +226,7 @@ _STRICT_MODULES = (
     ModuleRule("random"),
     ModuleRule("string", deny=("Formatter",)),
     ModuleRule("textwrap"),
+    ModuleRule("html"),                      # escape/unescape and the pure-Python HTML parser
     ModuleRule("decimal"),
     ModuleRule("fractions"),
     ModuleRule("numbers"),
@@ -250,7 +254,7 @@ ALWAYS_DENIED_MODULES = (
     "os", "posix", "nt", "sys", "subprocess", "importlib", "ctypes", "gc", "inspect", "builtins",
     "pickle", "marshal", "shutil", "socket", "ssl", "urllib", "http", "ftplib", "smtplib", "multiprocessing",
     "signal", "pty", "code", "codeop", "runpy", "webbrowser", "threading", "asyncio", "concurrent",
-    "tempfile", "pathlib", "glob", "sqlite3", "mmap", "resource", "platform", "sysconfig", "site",
+    "tempfile", "pathlib", "sqlite3", "mmap", "resource", "platform", "sysconfig", "site",
     "pkgutil", "zipimport", "atexit", "faulthandler", "tracemalloc", "dis", "pdb", "bdb", "trace",
     "timeit", "doctest", "unittest", "pydoc", "IPython", "ipykernel", "jupyter_client", "zmq",
     "traitlets", "sandbox_kernel", "cffi", "types", "weakref", "copyreg", "shelve", "dbm", "tarfile",
@@ -264,6 +268,7 @@ ALWAYS_DENIED_MODULES = (
     "pandas.io.clipboard", "pandas.io.clipboards", "pandas.io.pickle", "pandas.core.computation",
     "pandas.util._print_versions", "plotly.io.kaleido", "plotly.io.orca", "plotly.io.base_renderers",
     "plotly.offline", "scipy.weave", "scipy._lib", "distutils", "setuptools", "pip",
+    "dateutil.tz.win", "dateutil.tzwin", "dateutil.zoneinfo",
 )
 
 _DATA_OBJECT_DENY = (
@@ -317,6 +322,11 @@ DATA_SCIENCE = Policy(
         ModuleRule("scipy"),
         ModuleRule("plotly"),
         ModuleRule("csv"),
+        # pandas' date parser and time zones; its Windows registry and tarball corners stay denied, and
+        # its objects are read-only (gates.write): the default parser and the UTC singleton are the process's
+        ModuleRule("dateutil"),
+        # listing the working directory: every directory read goes through the files confinement
+        ModuleRule("glob", allow=("glob", "iglob", "escape", "has_magic")),
     ),
     denied_modules=ALWAYS_DENIED_MODULES,
     object_deny=_DATA_OBJECT_DENY,
