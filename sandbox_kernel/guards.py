@@ -36,6 +36,7 @@ except ImportError:
 if not hasattr(_numpyguard, "install_raw_protocol_sink"):
     _numpyguard = None   # absent, or a stale build of an older source: the Python fallbacks instead
 
+from . import pandas_query   # imported with the runtime: a cell's import may not compile the sandbox's files
 from .confine import cell_is_running, route_native_file_io
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open, _type_name,
@@ -89,15 +90,28 @@ def _guard_big_math(fn, gates):
     return runtime_callable(bounded)
 
 
-def _guard_mod(fn, gates):
-    """operator.mod / imod are '%' under another name: the same %-format width check."""
-    inplace = fn is operator.imod
+# operator's functions for the sized operators: the same checks as the operator written out in a cell.
+_SIZED_OPERATOR_FUNCTIONS = {operator.mul: "*", operator.pow: "**", operator.lshift: "<<", operator.mod: "%",
+                             operator.imul: "*=", operator.ipow: "**=", operator.ilshift: "<<=",
+                             operator.imod: "%="}
 
-    def mod(a, b):
-        return gates.apply_inplace(a, "%=", b) if inplace else gates.mod(a, b)
-    mod.__name__ = fn.__name__
-    mod.__doc__ = fn.__doc__
-    return runtime_callable(mod)
+
+def _guard_sized_operator(fn, gates):
+    """operator.mul, pow, lshift, mod and their in-place forms are '*', '**', '<<', '%' under another name
+    (reduce(operator.mul, ...), accumulate(xs, operator.pow)): the same size and %-format width checks."""
+    symbol = _SIZED_OPERATOR_FUNCTIONS[fn]
+    if symbol.endswith("="):
+        def sized(a, b):
+            return gates.apply_inplace(a, symbol, b)
+    elif symbol == "%":
+        def sized(a, b):
+            return gates.mod(a, b)
+    else:
+        def sized(a, b):
+            return gates.binop(a, symbol, b)
+    sized.__name__ = sized.__qualname__ = fn.__name__
+    sized.__doc__ = fn.__doc__
+    return runtime_callable(sized)
 
 
 # Decimal arithmetic runs in C (libmpdec) at the context's precision, where the time limit cannot
@@ -590,7 +604,6 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 enum.unique: _guard_target_is_sandboxed("class"),
                 operator.attrgetter: _guard_attrgetter, operator.methodcaller: _guard_methodcaller,
                 functools.singledispatch: _guard_singledispatch,
-                operator.mod: _guard_mod, operator.imod: _guard_mod,
                 decimal.Context: _guard_decimal_context, decimal.setcontext: _guard_decimal_activation,
                 decimal.localcontext: _guard_decimal_activation,
                 itertools.tee: lambda fn, gates: _NESTING_TEE,
@@ -600,6 +613,8 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
 for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
+for _function in _SIZED_OPERATOR_FUNCTIONS:
+    CALL_GUARDS[_function] = _guard_sized_operator
 for _name in ("product", "permutations", "combinations", "combinations_with_replacement"):
     CALL_GUARDS[getattr(itertools, _name)] = _ticking_factory
 for _consumer in (collections.deque, math.fsum, math.prod, functools.reduce, operator.countOf, operator.indexOf,
@@ -620,10 +635,12 @@ def _guard_auto_open(fn, gates):
     return _no_auto_open(fn)
 
 
-def _disable_pandas_evaluator() -> None:
-    """pandas' expression evaluator is an interpreter of its own (DataFrame.eval, query, pandas.eval
-    all end here; '@name' resolves in pandas' own globals). Every name route to it is denied; this
-    closes it at the source too, for any route not yet known, while a cell runs."""
+def _route_pandas_evaluator() -> None:
+    """pandas' expression evaluator is an interpreter of its own ('@name' resolves in whatever frame is
+    `level` up, attributes and calls are whatever the text names). While a cell runs, every call of
+    pandas.core.computation.eval.eval (DataFrame.query and DataFrame.eval import it at each call) is
+    evaluated by pandas_query instead; pandas.eval is handed out as the same router; and pandas' own
+    parser (Expr) refuses to start, for any route not yet known."""
     if "pandas" not in sys.modules:
         return
     module = sys.modules.get("pandas.core.computation.eval")
@@ -631,16 +648,42 @@ def _disable_pandas_evaluator() -> None:
         import pandas.core.computation.eval as module   # noqa: F811 - loaded lazily by DataFrame.eval
     if getattr(module.eval, "__st_closed__", False):
         return
-    from .confine import cell_is_running
-
     original = module.eval
+    unset = object()
 
-    def eval(*args, **kwargs):
-        if cell_is_running():
-            raise genuine(CallDenied("pandas' expression evaluator", "it evaluates text outside the sandbox"))
-        return original(*args, **kwargs)
+    def eval(expr, parser="pandas", engine=None, local_dict=None, global_dict=None, resolvers=(), level=0,
+             target=None, inplace=unset):
+        if not cell_is_running():
+            extra = {} if inplace is unset else {"inplace": inplace}
+            return original(expr, parser=parser, engine=engine, local_dict=local_dict, global_dict=global_dict,
+                            resolvers=resolvers, level=level + 1, target=target, **extra)
+        gates = CURRENT_GATES.get()
+        if gates is None:
+            raise genuine(CallDenied("pandas' expression evaluator", "there is no sandbox engine on this thread"))
+        inplace = False if inplace is unset or type(inplace).__name__ == "NoDefault" else inplace
+        return pandas_query.evaluate(gates, expr, parser, engine, local_dict, global_dict, resolvers, level,
+                                     target, inplace)
+    eval.__doc__ = original.__doc__
     eval.__st_closed__ = True
+    runtime_callable(eval)
+    _close_pandas_parser()
     module.eval = eval
+    CALL_GUARDS[original] = lambda fn, gates: eval   # pandas.eval, as cells read it
+    _KEEP.append(original)
+
+
+def _close_pandas_parser() -> None:
+    expr = sys.modules.get("pandas.core.computation.expr")
+    parse = getattr(getattr(expr, "Expr", None), "__init__", None)
+    if parse is None or getattr(parse, "__st_closed__", False):
+        return
+
+    def __init__(self, *args, **kwargs):
+        if cell_is_running():
+            raise genuine(CallDenied("pandas' own expression parser", "it evaluates text outside the sandbox"))
+        parse(self, *args, **kwargs)
+    __init__.__st_closed__ = True
+    expr.Expr.__init__ = __init__
 
 
 # -- numpy: arrays laid over raw memory ------------------------------------------------------------
@@ -1023,7 +1066,7 @@ def _guard_pandas_plot_backend() -> None:
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
-    _disable_pandas_evaluator()
+    _route_pandas_evaluator()
     _refuse_raw_protocols_on_library_classes()
     _close_string_lookups()
     _guard_pandas_plot_backend()

@@ -220,8 +220,9 @@ _STRICT_MODULES = (
     # filters are process-wide in-process, which is harmless; showwarning & co. stay the host's
     ModuleRule("warnings", allow=("warn", "filterwarnings", "simplefilter", "catch_warnings", "resetwarnings",
                                   "*Warning")),
-    # attrgetter/methodcaller are handed out gated; mul/pow/lshift would skip the size checks.
-    ModuleRule("operator", deny=("mul", "imul", "pow", "ipow", "lshift", "ilshift", "__*")),
+    # attrgetter/methodcaller read through the attribute gate; mul/pow/lshift/mod (and in-place) are
+    # handed out size-checked like the operators they name (guards.py). The dunder aliases stay hidden.
+    ModuleRule("operator", deny=("__*",)),
     ModuleRule("re"),
     ModuleRule("random"),
     ModuleRule("string", deny=("Formatter",)),
@@ -275,8 +276,6 @@ _DATA_OBJECT_DENY = (
     # pickle loading and writing
     "pandas.read_pickle", "pandas.DataFrame.to_pickle", "pandas.Series.to_pickle",
     "pandas.core.generic.NDFrame.to_pickle", "numpy.ndarray.dump", "numpy.ndarray.dumps",
-    # string evaluation
-    "pandas.eval", "pandas.DataFrame.eval", "pandas.DataFrame.query",
     # clipboard (spawns xclip/xsel) and formats read through C-level file access
     "pandas.read_clipboard", "pandas.DataFrame.to_clipboard", "pandas.Series.to_clipboard",
     "pandas.core.generic.NDFrame.to_clipboard",

@@ -140,7 +140,7 @@ FORBIDDEN_IMPORTS = [
     "import pandas.io.pickle", "import pandas.core.computation.eval", "import pandas._libs",
     "import pandas.io.clipboards", "import plotly.offline", "import plotly.io.kaleido", "import scipy._lib",
     "import sandbox_test_host_secret", "import site", "import zipimport", "import atexit", "import logging",
-    "import time\nx = time.process_time", "import uuid\nx = uuid.getnode", "import operator\nx = operator.attrgetter('__class__.__mro__')(1)",
+    "import uuid\nx = uuid.getnode", "import operator\nx = operator.attrgetter('__class__.__mro__')(1)",
     "import operator\nx = operator.methodcaller('__reduce_ex__', 2)(1)",
     "import operator\nx = operator.attrgetter('gi_frame')((i for i in [1]))",
 ]
@@ -210,7 +210,7 @@ def test_process_and_host_unchanged_after_import_attempts(run):
     "import operator\nx = operator.attrgetter('__class__.__bases__')(1)",
     "import operator\nx = operator.attrgetter('gi_frame')((i for i in []))",
     "import operator\nx = operator.methodcaller('__subclasses__')(object)",
-    "import operator, pandas as pd\nx = operator.methodcaller('query', 'a > 0')(pd.DataFrame({'a': [1]}))",
+    "import operator, pandas as pd\nx = operator.methodcaller('to_pickle', 'x.pkl')(pd.DataFrame({'a': [1]}))",
 ])
 def test_attrgetter_and_methodcaller_go_through_the_gate(sandbox, src):
     """operator.attrgetter/methodcaller are handed out gated: they read exactly what obj.name may."""

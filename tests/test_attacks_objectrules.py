@@ -24,7 +24,7 @@ from sandbox_kernel.policy import DATA_SCIENCE
 INDIRECT_LOADS = {
     # plotly.express loads pandas only when a dataset is asked for
     "pandas_by_plotly_data": ("import plotly.express as px\nobj = px.data.gapminder()\n",
-                              ["query", "eval", "to_pickle", "to_clipboard", "to_hdf", "to_parquet", "to_feather",
+                              ["to_pickle", "to_clipboard", "to_hdf", "to_parquet", "to_feather",
                                "to_orc", "to_sql"]),
     # scipy loaded by pandas' interpolation
     "scipy_by_pandas_interpolate": ("import pandas as pd\nobj = pd.Series([1.0, None, 3.0])\n"
@@ -87,9 +87,13 @@ def test_object_rules_hold_whatever_loaded_the_library(route):
     assert result.get("read_again_refused_all") is True, f"{route}: an early 'allowed' survived ({result})"
 
 
-def test_pandas_evaluator_is_closed_when_pandas_was_loaded_by_a_library():
-    """pandas' expression evaluator is closed at its source (guards.py) when pandas is imported; loaded by
-    a library during a call, it ran the cell's expression."""
-    src = "import plotly.express as px\ndf = px.data.gapminder()\nn = len(df.query('year > 2000'))"
+def test_pandas_evaluator_is_routed_when_pandas_was_loaded_by_a_library():
+    """pandas' expression evaluator is replaced at its source (guards.py) when pandas is imported; loaded by
+    a library during a call, pandas' own evaluator once ran the cell's expression. The sandbox's evaluator
+    answers now: the query works, and a dunder in it is refused."""
+    src = "import plotly.express as px\ndf = px.data.gapminder()\nright = len(df.query('year > 2000')) == 284"
+    result = run_cell_in_child(src, report=("status", "ename", "denials"), ns=("right",), timeout=120)
+    assert result.get("status") == "ok" and result.get("right") is True, result
+    src = "import plotly.express as px\ndf = px.data.gapminder()\nn = df.query('year.__dict__')"
     result = run_cell_in_child(src, report=("status", "ename", "denials"), timeout=120)
-    assert result.get("ename") in ("AttributeDenied", "CallDenied") and result.get("denials"), result
+    assert result.get("ename") == "AttributeDenied" and result.get("denials"), result

@@ -149,23 +149,35 @@ def test_pandas_eval_is_not_reachable(sandbox, outside, route):
 
 
 @pytest.mark.parametrize("route", [
-    "df.eval(expr, engine='python')",
-    "df.query(expr, engine='python')",
-    "pd.eval(expr, engine='python')",
     "df.apply('eval', expr=expr, engine='python')",
     "df.agg('eval', expr=expr, engine='python')",
     "df.transform('query', expr=expr)",
-    "getattr(df, 'eval')(expr, engine='python')",
     "pd.core.frame.DataFrame.eval(df, expr, engine='python')",
     "pd.core.computation.eval.eval(expr, engine='python')",
     "df.groupby('a').apply('eval', expr=expr)",
-    "df.a.to_frame().eval(expr, engine='python')",
 ])
 def test_pandas_eval_routes_are_refused(sandbox, outside, route):
     marker = outside / "pdeval.txt"
     r = sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker))
     assert not marker.exists(), "os.system ran"
     assert r.denials, r
+
+
+@pytest.mark.parametrize("route", [
+    "df.eval(expr, engine='python')",
+    "df.query(expr, engine='python')",
+    "pd.eval(expr, engine='python', level=1)",
+    "getattr(df, 'eval')(expr, engine='python')",
+    "df.a.to_frame().eval(expr, engine='python')",
+    "df.pipe(pd.DataFrame.query, expr)",
+])
+def test_pandas_eval_routes_are_evaluated_by_the_sandbox(sandbox, outside, route):
+    """DataFrame.query/eval and pandas.eval are the sandbox's own evaluator (pandas_query.py): '@name' is
+    the cell's name, never a library's, so the old route finds no 'inspect' at all."""
+    marker = outside / "pdeval.txt"
+    r = sandbox.run(PANDAS_EVAL_RCE.format(route=route, marker=marker) + "print(type(ev('@inspect')).__name__)")
+    assert not marker.exists(), "os.system ran"
+    assert r.ok and r.stdout == "UndefinedVariableError\n", r
 
 
 def test_pipe_does_not_look_names_up(sandbox, outside):

@@ -224,8 +224,8 @@ def test_completion_hides_private_and_runs_no_code(engine):
 def test_completion_of_granted_module_hides_denied_attributes(engine):
     run(engine, "import pandas as pd\ndf = pd.DataFrame({'a': [1]})")
     assert "groupby" in engine.complete("df.gro", 6)["matches"]
-    assert engine.complete("df.quer", 7)["matches"] == []
-    assert engine.complete("pd.ev", 5)["matches"] == []
+    assert engine.complete("df.to_pi", 8)["matches"] == []
+    assert engine.complete("pd.read_pi", 10)["matches"] == []
 
 
 def test_inspect_is_static(engine):
