@@ -13,10 +13,15 @@
  * A template with an attribute field ('{0.__globals__}') goes to a Python gate; any other is formatted
  * by the original methods at once.
  *
- * No state besides the references a FastGates holds and the three the format gate keeps.
+ * Also here: the tick (CellTick), the first thing every function body, loop step, except and finally
+ * block of a cell does: a C call that refuses, through the budget, to run a cell's code on a thread that is
+ * not confined.
+ *
+ * No state besides the references a FastGates and a CellTick hold and the three the format gate keeps.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 
 /* Raised whenever FastGates' interface changes (gates.py refuses any other build). */
 #define FASTGATES_VERSION 3
@@ -224,6 +229,110 @@ static PyTypeObject FastGatesType = {
     .tp_methods = FastGates_methods,
 };
 
+/* -- the tick ------------------------------------------------------------------------------------------------ */
+
+/* CellTick(source, cell_thread, elsewhere): what a cell's code calls at every function entry, loop step,
+   except and finally block (limits.Budget installs it as __st_tick__). On the cell's own thread it is the
+   tick: the next item of `source` (the budget's chain, called in C without a method wrapper) or, when
+   `source` is a function (a tripped limit's re-raiser), its call. On any other thread it calls `elsewhere`,
+   which decides in Python: a cell's code may run on a thread the cell started, never on the kernel's own
+   (the garbage collector runs a cell's __del__ on whichever thread collects). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *source;
+    iternextfunc next;        /* source's tp_iternext, or NULL: source is called */
+    unsigned long thread;     /* the cell's thread (PyThread_get_thread_ident) */
+    PyObject *elsewhere;
+    vectorcallfunc vectorcall;
+} CellTick;
+
+static PyObject *
+CellTick_vectorcall(PyObject *op, PyObject *const *Py_UNUSED(args), size_t nargsf, PyObject *kwnames)
+{
+    CellTick *self = (CellTick *)op;
+    PyObject *item;
+    if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "the tick takes no arguments");
+        return NULL;
+    }
+    if (self->source == NULL || self->elsewhere == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this engine's tick is gone");
+        return NULL;
+    }
+    if (PyThread_get_thread_ident() != self->thread)
+        return PyObject_CallNoArgs(self->elsewhere);
+    if (self->next == NULL)
+        return PyObject_CallNoArgs(self->source);
+    item = self->next(self->source);
+    if (item == NULL && !PyErr_Occurred())
+        PyErr_SetNone(PyExc_StopIteration);   /* as chain.__next__ would: the budget checks for it */
+    return item;
+}
+
+static PyObject *
+CellTick_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *source, *elsewhere;
+    unsigned long thread;
+    CellTick *self;
+    static char *kwlist[] = {"source", "cell_thread", "elsewhere", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OkO:CellTick", kwlist, &source, &thread, &elsewhere))
+        return NULL;
+    if (!PyCallable_Check(elsewhere) || !(PyIter_Check(source) || PyCallable_Check(source))) {
+        PyErr_SetString(PyExc_TypeError, "CellTick: source must be an iterator or callable, elsewhere callable");
+        return NULL;
+    }
+    self = (CellTick *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(source);
+    self->source = source;
+    self->next = PyIter_Check(source) ? Py_TYPE(source)->tp_iternext : NULL;
+    self->thread = thread;
+    Py_INCREF(elsewhere);
+    self->elsewhere = elsewhere;
+    self->vectorcall = CellTick_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+CellTick_traverse(CellTick *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->source);
+    Py_VISIT(self->elsewhere);
+    return 0;
+}
+
+static int
+CellTick_clear(CellTick *self)
+{
+    Py_CLEAR(self->source);
+    Py_CLEAR(self->elsewhere);
+    return 0;
+}
+
+static void
+CellTick_dealloc(CellTick *self)
+{
+    PyObject_GC_UnTrack(self);
+    CellTick_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject CellTickType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sandbox_kernel._fastgates.CellTick",
+    .tp_basicsize = sizeof(CellTick),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A cell's tick: the budget's next step on the cell's thread, a decision in Python elsewhere.",
+    .tp_new = CellTick_new,
+    .tp_dealloc = (destructor)CellTick_dealloc,
+    .tp_traverse = (traverseproc)CellTick_traverse,
+    .tp_clear = (inquiry)CellTick_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CellTick, vectorcall),
+};
+
 /* -- the format gate ------------------------------------------------------------------------------------ */
 
 static PyObject *original_format = NULL;      /* str.format as the str type held it */
@@ -398,7 +507,7 @@ PyMODINIT_FUNC
 PyInit__fastgates(void)
 {
     PyObject *m;
-    if (PyType_Ready(&FastGatesType) < 0)
+    if (PyType_Ready(&FastGatesType) < 0 || PyType_Ready(&CellTickType) < 0)
         return NULL;
     m = PyModule_Create(&fastgates_module);
     if (m == NULL)
@@ -411,6 +520,12 @@ PyInit__fastgates(void)
     Py_INCREF(&FastGatesType);
     if (PyModule_AddObject(m, "FastGates", (PyObject *)&FastGatesType) < 0) {
         Py_DECREF(&FastGatesType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&CellTickType);
+    if (PyModule_AddObject(m, "CellTick", (PyObject *)&CellTickType) < 0) {
+        Py_DECREF(&CellTickType);
         Py_DECREF(m);
         return NULL;
     }

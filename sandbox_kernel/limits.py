@@ -1,9 +1,17 @@
 """Per-cell budgets: ticks, wall time, memory, cancellation. SECURITY CORE.
 
 Why ticks cost almost nothing: the rewriter puts ``__st_tick__()`` at every loop iteration, function
-entry and comprehension step. ``__st_tick__`` is the ``__next__`` of an ``itertools.chain`` over
+entry and comprehension step. ``__st_tick__`` takes the next item of an ``itertools.chain`` over
 ``repeat(None, CHUNK)`` blocks, so a tick is one C call; only once per CHUNK ticks does the chain call back
 into Python (``_refill``), where the tick, time and cancellation checks run.
+
+Why a cell's code never runs unconfined: the tick is also where a cell's code asks whether it may run on
+the thread it finds itself on (``_fastgates.CellTick``, in C: one comparison of thread idents). The garbage
+collector runs a cell's ``__del__`` on whichever thread collects; on one of the kernel's own threads (not
+confined) the tick refuses before the first statement, like the idle tick between cells. A ``with`` block's
+exit is no statement of the cell's: the rewriter hands every context manager to ``entered()``, whose exit
+refuses the same way (a suspended generator closed later would run a library's ``__exit__``, with the
+callbacks a cell gave it, unconfined).
 
 Why limits cannot be swallowed: once a budget trips, the tick function is replaced by one that raises the
 same LimitExceeded every time, and (in the main thread) a repeating SIGALRM raises it again, so an
@@ -29,6 +37,7 @@ import threading
 import time
 import warnings
 
+from .confine import cell_is_running
 from .denials import (Cancelled, LimitExceeded, MemoryLimitExceeded, TickLimitExceeded, TimeLimitExceeded,
                       genuine)
 
@@ -36,6 +45,10 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
+try:
+    from ._fastgates import CellTick   # optional C extension (setup.py)
+except ImportError:
+    CellTick = None
 
 CHUNK = 10_000
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,6 +114,7 @@ class Budget:
         # their own filters, installed only while a cell runs.
         self._cell_warnings = (list(warnings.filters), warnings.showwarning, warnings._showwarnmsg_impl)
         self._host_warnings = None
+        self._cell_thread = threading.get_ident()
         self._idle()
 
     # -- arming ----------------------------------------------------------------------------------
@@ -121,6 +135,7 @@ class Budget:
         self._extra = 0
         self._chunk = min(CHUNK, ticks) if ticks else CHUNK
         self._current = None
+        self._cell_thread = threading.get_ident()
         self.running = True
         self.numpy_refused = 0
         self._swap_warnings(cell=True)
@@ -165,12 +180,39 @@ class Budget:
         warnings.showwarning, warnings._showwarnmsg_impl = wanted[1], wanted[2]
         warnings._filters_mutated()
 
-    def _install(self, fn):
-        self._builtins["__st_tick__"] = fn
+    def _install(self, source):
+        """The tick becomes source's next item (the chain) or source's call (a tripped limit), on the cell's
+        thread; any other thread asks _tick_elsewhere first."""
+        self._source = source
+        self._builtins["__st_tick__"] = _cell_tick(source, self._cell_thread, self._tick_elsewhere)
 
     def _idle(self):
         """Between cells, sandbox code (a __del__, a generator finaliser) may not run at all."""
-        self._install(_raise_idle)
+        self._source = _raise_idle
+        self._builtins["__st_tick__"] = _raise_idle
+
+    def _tick_elsewhere(self):
+        """The tick on a thread that is not the cell's: the cell's code runs on threads it started (they are
+        confined), never on the kernel's own."""
+        if not cell_is_running():
+            raise genuine(LimitExceeded("sandboxed code cannot run on the kernel's own threads"))
+        source = self._source
+        return next(source) if isinstance(source, itertools.chain) else source()
+
+    def may_run_here(self) -> bool:
+        """Whether a cell's code may run now, on this thread (a context manager's exit asks)."""
+        return self.running and (threading.get_ident() == self._cell_thread or cell_is_running())
+
+    def entered(self, manager):
+        """``with manager``: the manager as the cell's code uses it, its enter and exit run only where the
+        cell's code may run (a generator suspended inside a ``with`` and collected after its cell, or on a
+        kernel thread, would otherwise run the manager's exit there: ExitStack's callbacks, redirect_stdout
+        putting back the cell's stream as the host's)."""
+        return _CellContext(manager, self, asynchronous=False)
+
+    def entered_async(self, manager):
+        """``async with manager``: as entered()."""
+        return _CellContext(manager, self, asynchronous=True)
 
     # -- accounting ------------------------------------------------------------------------------
 
@@ -178,7 +220,7 @@ class Budget:
         """A chain over refills; map() (not a generator) so that an exception in one refill does not
         finish the source. chain itself drops its source after any error, so _refill installs a new
         chain before letting an exception through."""
-        self._install(itertools.chain.from_iterable(map(self._refill, itertools.repeat(None))).__next__)
+        self._install(itertools.chain.from_iterable(map(self._refill, itertools.repeat(None))))
 
     def _refill(self, _):
         if self._current is not None:
@@ -313,3 +355,72 @@ class Budget:
 
 def _raise_idle():
     raise genuine(LimitExceeded("sandboxed code cannot run outside a cell"))
+
+
+def _cell_tick(source, cell_thread: int, elsewhere):
+    """The tick function: CellTick in C; without the extension the same decision in Python (slower)."""
+    if CellTick is not None:
+        return CellTick(source, cell_thread, elsewhere)
+    step = source.__next__ if isinstance(source, itertools.chain) else source
+    get_ident = threading.get_ident
+
+    def tick():
+        if get_ident() != cell_thread:
+            return elsewhere()
+        return step()
+    return tick
+
+
+_OLD_WITH_ERRORS = sys.version_info < (3, 11)   # 3.10 raised AttributeError for a missing __enter__
+
+
+def _special_method(manager, name):
+    """manager's name as the interpreter finds a special method: on its type, bound to it (None: absent)."""
+    kind = type(manager)
+    for klass in kind.__mro__:
+        namespace = klass.__dict__
+        if name in namespace:
+            raw = namespace[name]
+            bind = getattr(type(raw), "__get__", None)
+            return bind(raw, manager, kind) if bind is not None else raw
+    return None
+
+
+class _CellContext:
+    """A context manager entered by a cell's ``with`` (Budget.entered): the manager's own enter and exit,
+    each run only where the cell's code may run (an exit outside is refused: the manager's exit does not
+    run, as the cell's own code would not)."""
+
+    __slots__ = ("_manager", "_enter", "_exit", "_budget")
+
+    def __init__(self, manager, budget, asynchronous: bool):
+        enter_name, exit_name = ("__aenter__", "__aexit__") if asynchronous else ("__enter__", "__exit__")
+        self._manager, self._budget = manager, budget
+        self._enter = _special_method(manager, enter_name)
+        self._exit = _special_method(manager, exit_name) if self._enter is not None else None
+        if self._exit is None:
+            missing = exit_name if self._enter is not None else enter_name
+            if _OLD_WITH_ERRORS:
+                raise AttributeError(missing)
+            protocol = "asynchronous context manager" if asynchronous else "context manager"
+            raise TypeError(f"'{type(manager).__name__}' object does not support the {protocol} protocol")
+
+    def _check(self):
+        if not self._budget.may_run_here():
+            raise genuine(LimitExceeded("sandboxed code cannot run outside a cell"))
+
+    def __enter__(self):
+        self._check()
+        return self._enter()
+
+    def __exit__(self, exc_type, exc, tb):
+        self._check()
+        return self._exit(exc_type, exc, tb)
+
+    def __aenter__(self):
+        self._check()
+        return self._enter()
+
+    def __aexit__(self, exc_type, exc, tb):
+        self._check()
+        return self._exit(exc_type, exc, tb)

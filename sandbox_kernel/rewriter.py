@@ -503,10 +503,15 @@ class Rewriter(ast.NodeTransformer):
     visit_While = _loop
 
     def _with(self, node):
-        """'with a as b': items and body are rewritten. A starred target, 'with m as ((a, *b), c)',
-        becomes 'with m as __st_with0__' and '((a, *b), c) = __st_unpacked__(__st_with0__, shape)'
-        first in the body, so the unpacking is charged like an assignment's."""
+        """'with a as b': items and body are rewritten, and 'a' becomes '__st_entered__(a)' (limits.py:
+        the manager's exit runs only where the cell's code may run). A starred target,
+        'with m as ((a, *b), c)', becomes 'with m as __st_with0__' and
+        '((a, *b), c) = __st_unpacked__(__st_with0__, shape)' first in the body, so the unpacking is
+        charged like an assignment's."""
         node.items = [self.visit(i) for i in node.items]
+        gate = "entered_async" if isinstance(node, ast.AsyncWith) else "entered"
+        for item in node.items:
+            item.context_expr = ast.copy_location(_call(gate, item.context_expr), item.context_expr)
         unpack = []
         for i, item in enumerate(node.items):
             if item.optional_vars is not None and _has_starred(item.optional_vars):

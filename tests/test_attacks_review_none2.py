@@ -389,10 +389,6 @@ print(got)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-6: the garbage collector runs a cell's __del__ on whichever thread "
-                                       "collects; on a kernel thread (exempt from the confinement) while the cell "
-                                       "runs, the tick lets it run and nothing confines it: a secret outside the "
-                                       "workdir is read into the cell and a process runs")
 def test_a_cell_finalizer_collected_on_a_kernel_thread_during_the_cell_is_confined(run, tmp_path, outside, host_secret):
     # Stands in for ipykernel's iopub thread at level none, which allocates (and so collects) while a
     # cell prints; here a thread of the host collects explicitly, so the race is won every time.
