@@ -76,12 +76,12 @@ class NamespaceSnapshot(dict):
     __setitem__ = __delitem__ = __ior__ = update = setdefault = pop = popitem = clear = _read_only
 
     def __copy__(self):
-        return dict(self)
+        return NamespaceSnapshot(self)
 
     def __deepcopy__(self, memo):
         import copy
 
-        return copy.deepcopy(dict(self), memo)
+        return NamespaceSnapshot(copy.deepcopy(dict(self), memo))
 
 
 for _method in ("_read_only", "__copy__", "__deepcopy__"):

@@ -366,7 +366,7 @@ class Engine:
             if isinstance(exc, LimitExceeded) or not any(
                     d["target"] == denial["target"] and d["kind"] == denial["kind"] for d in self._cell_denials):
                 self._record_denial(exc)
-        elif isinstance(exc, SyntaxError):
+        elif isinstance(exc, SyntaxError) and line is None:   # the cell's own text (not an eval() string)
             line = exc.lineno
         ename = type(exc).__name__
         evalue = self._scrub(exc.sentence() if _is_ours(exc) else self._message_of(exc))
@@ -381,7 +381,8 @@ class Engine:
 
     def _traceback(self, exc: BaseException, ename: str, evalue: str) -> list[str]:
         lines = []
-        if isinstance(exc, SyntaxError) and not isinstance(exc, SandboxViolation):
+        if isinstance(exc, SyntaxError) and not isinstance(exc, SandboxViolation) \
+                and _innermost_cell_line(exc) is None:     # the cell's text, before anything ran
             src = self._sources.get(exc.filename or "", [])
             if exc.lineno and 0 < exc.lineno <= len(src):
                 lines.append(f"Cell {_cell_label(exc.filename)}, line {exc.lineno}")

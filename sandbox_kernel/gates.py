@@ -92,7 +92,7 @@ multiprocessing _multiprocessing signal _signal pty code codeop runpy webbrowser
 asyncio _asyncio concurrent tempfile sqlite3 _sqlite3 mmap resource platform sysconfig site pkgutil
 zipimport atexit faulthandler tracemalloc pdb bdb trace timeit doctest pydoc IPython ipykernel
 jupyter_client zmq traitlets sandbox_kernel cffi _cffi_backend fcntl termios select selectors
-shelve dbm _dbm _gdbm tarfile zipfile pathlib glob _io _frozen_importlib _frozen_importlib_external
+shelve dbm _dbm _gdbm tarfile zipfile pathlib _io _frozen_importlib _frozen_importlib_external
 copyreg weakref _weakref sysconfig _sysconfigdata logging contextvars
 """.split())
 
@@ -1076,6 +1076,9 @@ class Gates:
                                           "private attributes are writable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
+        if _read_only_instances(t):
+            self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)",
+                                      "this library's objects are shared by the process: read-only in the sandbox"))
         if n == "strides" and _is_ndarray(obj):
             # a.strides = (4,) over object storage reads half pointers, (8,) over a structured
             # ('i8', 'O') array reads an int as a pointer: any address becomes an object
@@ -1846,6 +1849,17 @@ def _resolve_path(path: str):
 
 # eval()/exec() text compiled for a cell (engine.py): its denials are reported at the cell's line
 TEXT_FILENAME_PREFIX = CELL_FILENAME_PREFIX + "text:"
+
+
+# Libraries whose objects are values or process-wide singletons (dateutil's default parser, its UTC
+# time zone, which the kernel's own message parsing uses): a cell may not set attributes on them.
+_READ_ONLY_INSTANCE_PACKAGES = ("dateutil",)
+
+
+def _read_only_instances(cls) -> bool:
+    module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
+    return type(module) is str and module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES \
+        and not is_sandbox_class(cls)
 
 
 def _cell_line() -> int | None:
