@@ -1,0 +1,142 @@
+"""Third independent review at level `none`: attacks by an outsider told only the threat model.
+
+Each test performs the real attack in an Engine with the data-science policy and asserts that it failed
+and nothing happened (no file outside the working directory, no secret in the cell's output, host state
+unchanged). Attacks that may take the process down run in a child process. Findings are strict xfails.
+
+Log of what was tried (one line per attempt class) and the result:
+  glob with dir_fd= (a descriptor the kernel holds) / root_dir='/'        refused (FileDenied)      held
+  inspect_request on a str/int/list subclass whose __repr__ is a library
+    callable (functools.partial(np.savetxt, outside_path, ...))           file written outside    FINDING N3-1
+  complete_request / inspect_request on an instance whose class has
+    __getattribute__ = library callable (isinstance() reads __class__)     file written outside    FINDING N3-1
+  an exception class with __getattribute__ = library callable: the
+    engine's isinstance(exc, ...) raises out of run_cell (the cell's
+    denial escapes the engine), the kernel logs it with exc_info and the
+    logging traceback reads __notes__ on the cell's exception, unconfined  file written outside    FINDING N3-2
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from childcell import REPO
+
+PAYLOAD = "echo PWNED-BY-REVIEW3"
+
+
+def _savetxt_partial(path) -> str:
+    """A library callable that writes PAYLOAD to `path`, whatever extra positional argument it is given
+    (np.savetxt writes the rows before it looks at `footer`)."""
+    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{PAYLOAD!r}], dtype=object), "
+            "'%s', ' ', '\\n', '')")
+
+
+# --- N3-1: completion and inspection touch the cell's objects outside the cell ---------------------------
+# engine.complete/inspect (kernel.do_complete/do_inspect at level none) say they never run sandbox code, but
+# they call repr() on instances of subclasses of builtin data and isinstance() on any object (which reads
+# __class__ through the class's __getattribute__). A class body may bind a *library* callable (a
+# functools.partial of np.savetxt) to those slots: not cell code, so no tick refuses it, and outside the cell
+# no confinement holds. The user only has to press Tab or Shift+Tab (JupyterLab's Contextual Help panel
+# sends inspect requests as the cursor moves).
+
+REPR_CLASSES = {"str": "S(str)", "int": "S(int)", "list": "S(list)", "dict": "S(dict)", "float": "S(float)"}
+REPR_VALUES = {"str": "S('x')", "int": "S(7)", "list": "S([1])", "dict": "S(a=1)", "float": "S(1.5)"}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N3-1: engine.inspect (inspect_request at level none) calls repr() "
+                                       "of a builtin-data subclass; its __repr__ is a library callable chosen by "
+                                       "the cell, run with no confinement: a file is written outside the workdir")
+@pytest.mark.parametrize("base", sorted(REPR_CLASSES))
+def test_inspect_does_not_run_a_library_repr_unconfined(sandbox, outside, base):
+    target = outside / f"inspect-repr-{base}.sh"
+    r = sandbox.run(f"import functools, numpy as np\nclass {REPR_CLASSES[base]}:\n"
+                    f"    __repr__ = {_savetxt_partial(target)}\ns = {REPR_VALUES[base]}\n")
+    assert r.ok, r
+    assert not target.exists(), "the cell itself wrote outside the workdir"
+    sandbox.engine.inspect("s", 1)
+    assert not target.exists(), "inspecting a name ran a library callable of the cell's unconfined"
+
+
+GETATTRIBUTE_CELL = "import functools, numpy as np\nclass G:\n    __getattribute__ = {writer}\ng = G()\n"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N3-1: engine.complete/inspect call isinstance() on a cell object; "
+                                       "isinstance reads __class__ through the class's __getattribute__, a library "
+                                       "callable the class body bound: a file is written outside the workdir")
+@pytest.mark.parametrize("request_kind", ["complete", "inspect"])
+def test_completion_and_inspection_do_not_run_a_library_getattribute(sandbox, outside, request_kind):
+    target = outside / f"{request_kind}-getattribute.sh"
+    r = sandbox.run(GETATTRIBUTE_CELL.format(writer=_savetxt_partial(target)))
+    assert r.ok, r
+    assert not target.exists(), "the cell itself wrote outside the workdir"
+    if request_kind == "complete":
+        sandbox.engine.complete("g.", 2)
+    else:
+        sandbox.engine.inspect("g", 1)
+    assert not target.exists(), f"a {request_kind} request ran a library callable of the cell's unconfined"
+
+
+def test_inspection_of_plain_cell_objects_still_answers(sandbox):
+    r = sandbox.run("class P:\n    '''doc of P'''\n    def m(self):\n        pass\np = P()\ns = 'text'\n")
+    assert r.ok, r
+    assert "m" in sandbox.engine.complete("p.", 2)["matches"]
+    assert sandbox.engine.inspect("s", 1)["found"] is True
+
+
+# --- N3-2: a cell's exception escapes run_cell and the kernel's log formats it unconfined -------------------
+# In Engine._execute the handler asks isinstance(exc, StopIteration) while the confinement still holds: for an
+# exception class whose __getattribute__ is np.savetxt's partial, the write is refused there, and that
+# FileDenied (with the cell's exception as its __context__) escapes run_cell. The kernel catches it and logs
+# `exc_info=True` (kernel.py, "sandbox backend failed"); logging's traceback reads __notes__ on the context,
+# the cell's exception, through the same __getattribute__: outside the cell, unconfined.
+
+KERNEL_LIKE_CHILD = textwrap.dedent("""
+    import io, json, logging, sys, tempfile
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    log = logging.getLogger("kernel-like")
+    log.addHandler(logging.StreamHandler(io.StringIO()))
+    eng = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp())
+    report = {}
+    try:
+        done = eng.run_cell(sys.argv[1], emit=lambda e: None)
+        report["status"] = done["status"]
+    except BaseException as exc:
+        report["run_cell_raised"] = type(exc).__name__
+        log.error("sandbox backend failed", exc_info=True)   # what kernel.py does with it
+    print(json.dumps(report))
+""")
+
+
+def _run_like_the_kernel(source: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", KERNEL_LIKE_CHILD, source], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+
+
+EXCEPTION_GETATTRIBUTE = "import functools, numpy as np\nclass E(Exception):\n    __getattribute__ = {writer}\nraise E()\n"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N3-2: an exception class whose __getattribute__ is a library "
+                                       "callable makes run_cell raise (its denial escapes the engine); the kernel's "
+                                       "log of that error reads __notes__ on the cell's exception, unconfined: a "
+                                       "file is written outside the workdir")
+def test_a_cell_exception_with_a_library_getattribute_writes_nothing_when_the_kernel_logs_it(outside):
+    target = outside / "exception-getattribute.sh"
+    result = _run_like_the_kernel(EXCEPTION_GETATTRIBUTE.format(writer=_savetxt_partial(target)))
+    assert not target.exists(), f"the kernel's log ran the cell's library callable unconfined: {result}"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N3-2 (lesser): a cell exception whose __getattribute__ raises makes "
+                                       "Engine.run_cell raise instead of returning the cell's error")
+def test_run_cell_returns_an_error_for_an_exception_with_a_hostile_getattribute(outside):
+    result = _run_like_the_kernel("import functools, numpy as np\nclass E(Exception):\n"
+                                  "    __getattribute__ = functools.partial(divmod, 1)\nraise E()\n")
+    assert result.get("status") == "error", result
