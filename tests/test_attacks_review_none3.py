@@ -16,6 +16,14 @@ Log of what was tried (one line per attempt class) and the result:
     logging traceback reads __notes__ on the cell's exception, unconfined  file written outside,
                                                                            kernel process dies     FINDING N3-2
   both confirmed through a real kernel at level none (inspect_request; a cell raising E)
+  process-wide library state with no code: dateutil parserinfo.JUMP (a
+    class-level list), calendar.setfirstweekday, pio.templates + default  changed in the host     FINDING N3-3 (lesser)
+  module-level dicts through exec(text, d), operator.setitem, pd.eval(target=d, inplace=True), .update
+                                                                          read-only proxies        held
+  pandas query/eval: target= setitem, resolvers, @names, attribute calls  same as the cell's own   held (read)
+  %timeit -p -5 / -p 10**9, -v NAME, x = %time EXPR                       bounded, rewritten       held
+  library finalizers that could call a cell object after the cell
+    (NpzFile.__del__, ZipFile.__del__ over a cell file-like)              no call into the cell    held (read)
 """
 from __future__ import annotations
 
@@ -193,3 +201,75 @@ def test_kernel_survives_a_cell_exception_with_a_library_getattribute(tmp_path, 
         client.shutdown()
     assert not written, "the kernel ran the cell's library callable unconfined"
     assert alive and after == "42\n", (alive, after)
+
+
+# --- N3-3 (lesser): host state a cell changes with no code in it ---------------------------------------------
+# Not code, but process-wide state of granted libraries that outlives the cell at level none: the class-level
+# lists of dateutil's parserinfo (dateutil's *instances* are read-only for exactly this reason), calendar's
+# module-level TextCalendar (calendar.setfirstweekday), plotly's template registry and its default.
+
+HOST_STATE_WRITES = {
+    "dateutil_parserinfo_class_list": ("import dateutil.parser as dp\ndp.parserinfo.JUMP.append('zzjump')\n",
+                                       "import dateutil.parser as dp\nvalue = 'zzjump' in dp.parserinfo.JUMP"),
+    "calendar_firstweekday": ("import calendar\ncalendar.setfirstweekday(6)\n",
+                              "import calendar\nvalue = calendar.firstweekday() != 0"),
+    "plotly_template_default": ("import plotly.io as pio\npio.templates['zz'] = {'layout': {'title': {'text': 'X'}}}\n"
+                                "pio.templates.default = 'zz'\n",
+                                "import plotly.io as pio\nvalue = pio.templates.default == 'zz'"),
+}
+
+REPORT_HOST_STATE = """\
+def probe_host(report):
+{check}
+    report["changed"] = bool(value)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N3-3 (lesser): process-wide state of granted libraries (a dateutil "
+                                       "class's list, calendar's module-level calendar, plotly's template registry) "
+                                       "is written by the cell and stays so in the host after it")
+@pytest.mark.parametrize("write", sorted(HOST_STATE_WRITES))
+def test_library_process_state_is_not_changed_by_a_cell(write):
+    from childcell import run_cell_in_child
+
+    cell, check = HOST_STATE_WRITES[write]
+    result = run_cell_in_child(cell, probe=REPORT_HOST_STATE.format(check=textwrap.indent(check, "    ")),
+                               hard_exit=True, timeout=60)
+    assert result.get("status") == "ok", result
+    assert result.get("changed") is False, result
+
+
+# --- attempts that held (regressions) ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", ["glob.glob('*', dir_fd=3)", "glob.glob('*', root_dir='/')", "glob.glob('/*')",
+                                  "glob.glob('../*')"])
+def test_glob_lists_nothing_outside_the_workdir(run, call):
+    r = run(f"import glob\ntry:\n    found = {call}\nexcept Exception as exc:\n    found = type(exc).__name__\n"
+            f"print(found)")
+    assert r.ok, r
+    assert r.stdout.strip() in ("[]", "FileDenied"), r
+
+
+MODULE_DICT_WRITES = [
+    "exec('zz = 1', json.decoder.BACKSLASH)",
+    "operator.setitem(json.decoder.BACKSLASH, 'zz', 1)",
+    "pd.eval('zz = 1', target=json.decoder.BACKSLASH, inplace=True)",
+    "json.decoder.BACKSLASH.update(zz=1)",
+]
+
+
+@pytest.mark.parametrize("write", MODULE_DICT_WRITES)
+def test_module_level_dicts_stay_read_only_through_exec_operator_and_pandas_eval(run, write):
+    import json.decoder
+
+    before = dict(json.decoder.BACKSLASH)
+    r = run(f"import json.decoder, operator, pandas as pd\ntry:\n    {write}\nexcept Exception:\n    pass\n")
+    assert r.ok, r
+    assert json.decoder.BACKSLASH == before
+
+
+@pytest.mark.parametrize("precision", ["-5", "1000000000"])
+def test_timeit_precision_extremes_print_a_bounded_line(run, precision):
+    r = run(f"%timeit -p {precision} -n 1 -r 1 x = 1\n")
+    assert r.ok, r
+    assert len(r.stdout) < 500, r
