@@ -45,6 +45,14 @@
  * Classes that define the protocols (ndarray, numpy's scalars) are found first in their own MRO and
  * never reach the descriptor. Setting the names on a class goes to the class dict as before; on an
  * instance, only a provider's.
+ *
+ * 5. The class-creation sink. A cell's class statement goes through the sandbox's __build_class__, but
+ * library code makes classes from a namespace the cell chose without one (enum's functional API,
+ * Enum('E', {'__del__': f}), namedtuple, TypedDict). Every class, whoever makes it and however
+ * (type(name, bases, ns), a metaclass's super().__new__, a class statement), is made by type's tp_new:
+ * guard_class_creation() replaces it (and the slot every metaclass made earlier copied) with one that,
+ * while a cell runs, first calls a Python check on what the class is to be made from: a refused class
+ * is never made, so no __init_subclass__ or __set_name__ can hold on to it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -444,7 +452,7 @@ guard_subclass_buffer(PyObject *Py_UNUSED(module), PyObject *cls)
     Py_RETURN_FALSE;
 }
 
-/* set_cell_running(flag): the buffer check applies while a cell runs. */
+/* set_cell_running(flag): the buffer and class-creation checks apply while a cell runs. */
 static PyObject *
 set_cell_running(PyObject *Py_UNUSED(module), PyObject *flag)
 {
@@ -453,6 +461,75 @@ set_cell_running(PyObject *Py_UNUSED(module), PyObject *flag)
         return NULL;
     cell_running = value;
     Py_RETURN_NONE;
+}
+
+/* -- the class-creation sink ------------------------------------------------------------------------- */
+
+static newfunc original_type_new = NULL;
+/* check(metatype, args, kwds) -> the args to make the class from (the same, or with the namespace's
+   attribute hooks wrapped); raises to refuse. Called before type's constructor, so nothing (no
+   __init_subclass__, no __set_name__ of the cell's) ever sees a refused class. */
+static PyObject *class_check = NULL;
+
+static PyObject *
+checked_type_new(PyTypeObject *metatype, PyObject *args, PyObject *kwds)
+{
+    PyObject *checked, *cls;
+    if (!cell_running || class_check == NULL)
+        return original_type_new(metatype, args, kwds);
+    checked = PyObject_CallFunctionObjArgs(class_check, (PyObject *)metatype, args, kwds ? kwds : Py_None, NULL);
+    if (checked == NULL)
+        return NULL;
+    if (!PyTuple_Check(checked)) {
+        Py_DECREF(checked);
+        PyErr_SetString(PyExc_TypeError, "the class check must answer with a tuple of arguments");
+        return NULL;
+    }
+    cls = original_type_new(metatype, checked, kwds);
+    Py_DECREF(checked);
+    return cls;
+}
+
+/* guard_class_creation(check): from now on type's constructor asks check(metatype, args, kwds) while a cell
+   runs. */
+static PyObject *
+guard_class_creation(PyObject *Py_UNUSED(module), PyObject *check)
+{
+    if (!PyCallable_Check(check)) {
+        PyErr_SetString(PyExc_TypeError, "guard_class_creation: check must be callable");
+        return NULL;
+    }
+    if (original_type_new == NULL) {
+        if (PyType_Type.tp_new == checked_type_new) {
+            PyErr_SetString(PyExc_TypeError, "guard_class_creation: type is already guarded");
+            return NULL;
+        }
+        original_type_new = PyType_Type.tp_new;
+    }
+    Py_INCREF(check);
+    Py_XSETREF(class_check, check);
+    PyType_Type.tp_new = checked_type_new;
+    PyType_Modified(&PyType_Type);
+    Py_RETURN_NONE;
+}
+
+/* guard_metaclass(cls): a metaclass made before the guard copied type's original constructor slot;
+   point it at the checked one (answers whether it had to). */
+static PyObject *
+guard_metaclass(PyObject *Py_UNUSED(module), PyObject *cls)
+{
+    PyTypeObject *type;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "guard_metaclass: a class is needed");
+        return NULL;
+    }
+    type = (PyTypeObject *)cls;
+    if (original_type_new != NULL && type->tp_new == original_type_new) {
+        type->tp_new = checked_type_new;
+        PyType_Modified(type);
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
 }
 
 /* -- the raw-protocol sink --------------------------------------------------------------------------- */
@@ -725,7 +802,7 @@ static PyMethodDef methods[] = {
      "guard_array_buffer(ndarray, dtype, refuse): object storage is never exported as writable bytes in a cell"},
     {"guard_subclass_buffer", guard_subclass_buffer, METH_O,
      "guard_subclass_buffer(cls): a subclass that copied the original buffer export gets the checked one"},
-    {"set_cell_running", set_cell_running, METH_O, "set_cell_running(flag): the buffer check applies while True"},
+    {"set_cell_running", set_cell_running, METH_O, "set_cell_running(flag): the buffer and class checks apply while True"},
     {"install_raw_protocol_sink", install_raw_protocol_sink, METH_O,
      "install_raw_protocol_sink(names): an 'absent' data descriptor for each name on object"},
     {"add_raw_protocol_provider", add_raw_protocol_provider, METH_O,
@@ -734,6 +811,10 @@ static PyMethodDef methods[] = {
      "guard_array_new(ndarray, check): ndarray's constructor calls check(new_array) from now on"},
     {"guard_subclass_new", guard_subclass_new, METH_O,
      "guard_subclass_new(cls): a subclass that copied the original constructor slot gets the checked one"},
+    {"guard_class_creation", guard_class_creation, METH_O,
+     "guard_class_creation(check): type's constructor asks check(metatype, args, kwds) while a cell runs"},
+    {"guard_metaclass", guard_metaclass, METH_O,
+     "guard_metaclass(cls): a metaclass that copied type's original constructor slot gets the checked one"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},
     {"refused", refused, METH_NOARGS, "refused() -> bytes of the last refused allocation since set_limit"},
@@ -743,7 +824,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef allocbound_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sandbox_kernel._numpyguard",
-    .m_doc = "numpy's C-level guards: a bounded allocator, checked construction and buffer export, the raw-protocol sink.",
+    .m_doc = "numpy's C-level guards: a bounded allocator, checked construction and buffer export, the raw-protocol sink; the class-creation sink.",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -700,14 +700,39 @@ def _run_by_an_import(frame, event, args) -> bool:
     module; a cell's function anywhere on the way (a warnings hook run by an import) ends the match, and
     the loader itself compiles and runs installed files only (a library importing a name the cell chose
     from a directory the cell can write would run the cell's file)."""
-    loading = _IMPORT_LOADING[0]
-    if loading is None:
-        bootstrap = sys.modules.get("importlib._bootstrap")
-        loading = _IMPORT_LOADING[0] = getattr(getattr(bootstrap, "_load_unlocked", None), "__code__", None)
+    loading = _import_loader()
     if frame.f_code.co_filename.startswith("<frozen importlib."):
         source = getattr(args[0], "co_filename", None) if event == "exec" else args[1] if len(args) > 1 else None
         if not isinstance(source, str) or not _installed_code(source) or _in_the_working_directory(source):
             return False
+    for _ in range(64):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code is loading:
+            return True
+        if not _installed_code(code.co_filename):
+            return False
+        frame = frame.f_back
+    return False
+
+
+def _import_loader():
+    loading = _IMPORT_LOADING[0]
+    if loading is None:
+        bootstrap = sys.modules.get("importlib._bootstrap")
+        loading = _IMPORT_LOADING[0] = getattr(getattr(bootstrap, "_load_unlocked", None), "__code__", None)
+    return loading
+
+
+def made_by_an_import(frame) -> bool:
+    """True when frame (the code asking, e.g. a class statement's) runs a module being imported, with
+    nothing but installed code between the import system and it: the library's own doing (an extension
+    module's initialisation has no frame of its own: frame is then importlib's). The sandbox's own frames
+    (its gates, its fallbacks) are passed over."""
+    loading = _import_loader()
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_PACKAGE):
+        frame = frame.f_back
     for _ in range(64):
         if frame is None:
             return False

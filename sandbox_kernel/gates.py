@@ -47,10 +47,11 @@ if getattr(_fastgates, "VERSION", None) != 3:
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
                       genuine)
-from .confine import at_cell_end, cell_is_running
+from .confine import at_cell_end, cell_is_running, made_by_an_import
 from .limits import bound_numpy_allocations
 from .policy import Policy
-from .rewriter import CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FRAME_ATTRIBUTES
+from .rewriter import (CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FORBIDDEN_NAMES, FRAME_ATTRIBUTES,
+                       READ_ONLY_NAMES)
 
 # ------------------------------------------------------------------------------------------------
 # What is harmless to read
@@ -1079,6 +1080,11 @@ class Gates:
         if _read_only_instances(t):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)",
                                       "this library's objects are shared by the process: read-only in the sandbox"))
+        if _library_finalizer(t):
+            # np.load's NpzFile, io.StringIO: the garbage collector runs the finalizer after the cell, and it
+            # calls what it finds on the object (z.close = functools.partial(...) would run unconfined)
+            self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)",
+                                      "its class has a library finalizer, which runs after the cell: read-only"))
         if n == "strides" and _is_ndarray(obj):
             # a.strides = (4,) over object storage reads half pointers, (8,) over a structured
             # ('i8', 'O') array reads an int as a pointer: any address becomes an object
@@ -1481,12 +1487,11 @@ class Gates:
                                     "only abc.ABCMeta and enum metaclasses can be used"))
         cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)
         if _is_class(cls):
-            finalizer = cls.__dict__.get("__del__")
-            if finalizer is not None and not is_sandbox_function(finalizer):
-                # the garbage collector runs __del__ after the cell, outside its confinement: only a
-                # function of the cell's (whose first tick refuses to run then) may be one
-                self.deny(BuiltinDenied("a __del__ that is not a function defined in the cell",
-                                        "finalizers run after the cell, where nothing else may"))
+            if not CLASS_SINK_IN_C:   # else type's constructor has already decided (check_new_class)
+                why = _class_refusal(type.__dict__["__bases__"].__get__(cls),
+                                     dict(type.__dict__["__dict__"].__get__(cls)), self)
+                if why is not None:
+                    self.deny(BuiltinDenied(*why))
             _SANDBOX_CLASSES.add(cls)
             if cls.__dict__.get("_is_protocol") is not True:   # typing.Protocol counts every class attribute
                 for protocol in _RAW_ARRAY_PROTOCOLS:
@@ -1499,6 +1504,111 @@ class Gates:
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
+
+
+# -- the class-creation sink ---------------------------------------------------------------------------------
+# A cell's class statement comes through build_class; library code makes classes from a namespace the cell
+# chose without it (enum.Enum('E', {...}) and its mixin type=, namedtuple, TypedDict, NamedTuple). Every class
+# is made by type's constructor: _numpyguard.guard_class_creation makes it (and every metaclass's copy of it)
+# ask check_new_class first while a cell runs, so a refused class never exists (no __init_subclass__ or
+# __set_name__ of the cell's sees it). A class a module's import makes is the library's own; any other is
+# the cell's doing and meets the class statement's rules (_class_refusal); the attribute hooks in every new
+# namespace answer "absent" for numpy's raw protocols from the start.
+
+_CLASS_NAMES_NEVER = (FORBIDDEN_NAMES | READ_ONLY_NAMES) - {"__module__", "__qualname__"}
+
+
+def _class_refusal(bases, namespace, gates):
+    """(what, why) when a class made on a cell's behalf from bases and namespace may not exist, else None.
+    Its finalizer, its own or inherited, must be a cell function: the garbage collector runs it after the
+    cell, outside the confinement, where a cell function's first tick refuses and a library's
+    (netcdf_file.close, io's close on collection) calls whatever the cell hung on the object."""
+    for name in _CLASS_NAMES_NEVER.intersection(namespace):
+        if name in _RAW_ARRAY_PROTOCOLS and hasattr(type(namespace[name]), "__set__") or \
+                name == "__dict__" and type(namespace[name]) is types.GetSetDescriptorType:
+            continue   # a data descriptor answers for the class's instances (the sandbox's "absent", type's own)
+        return f"'{name}' in a class", "the class statement cannot bind it either"
+    finalizer = namespace.get("__del__")
+    finalizers = [finalizer] if finalizer is not None else [_raw_attribute(b, "__del__") for b in bases]
+    if any(f is not None and not is_sandbox_function(f) for f in finalizers):
+        return ("a __del__ that is not a function defined in the cell", "finalizers run after the cell, where "
+                "nothing else may (a class inheriting a library's finalizer included)")
+    for base in bases:
+        if not isinstance(base, type):
+            continue
+        if type.__dict__["__module__"].__get__(base) == "sandbox_kernel.denials":
+            return f"a subclass of {_type_name(base)}", "the sandbox's refusals cannot be imitated"
+        if gates is not None and gates._foreign_class(base):
+            return (f"a subclass of {_type_name(base)}",
+                    "classes of libraries the policy does not grant cannot be subclassed")
+    return None
+
+
+def check_new_class(metatype, args, kwds):
+    """What type's constructor makes a class from while a cell runs (see above): args, or args whose
+    namespace's attribute hooks are wrapped; a refusal raises."""
+    if len(args) != 3 or type(args[1]) is not tuple or type(args[2]) is not dict or not cell_is_running():
+        return args   # type(x), a malformed call (type's own error), the kernel's own threads
+    name, bases, namespace = args
+    gates = CURRENT_GATES.get()
+    why = _class_refusal(bases, namespace, gates)
+    if why is not None and not made_by_an_import(sys._getframe(1)):
+        exc = genuine(BuiltinDenied(*why))
+        if gates is not None:
+            gates.deny(exc)
+        raise exc
+    hooks = [h for h in ("__getattr__", "__getattribute__")
+             if h in namespace and not getattr(namespace[h], "__st_raw_guard__", False)]
+    if hooks and not any(isinstance(b, type) and issubclass(b, type) for b in bases):   # (not a metaclass's)
+        namespace = dict(namespace)
+        for hook in hooks:
+            namespace[hook] = _refusing_raw_protocols(namespace[hook])
+        return name, bases, namespace
+    return args
+
+
+runtime_callable(check_new_class)
+
+
+def _install_class_sink() -> bool:
+    """check_new_class in type's constructor (True), or without the extension in type.__new__, which
+    metaclasses written in Python call (enum's, abc's, typing's); type(name, bases, ns) itself is then
+    decided only for the cell's own class statements (build_class)."""
+    if _guards._numpyguard is not None and hasattr(_guards._numpyguard, "guard_class_creation"):
+        _guards._numpyguard.guard_class_creation(check_new_class)
+        guard_metaclasses()
+        return True
+    import ctypes
+    import gc
+
+    namespace = gc.get_referents(type.__dict__["__dict__"].__get__(type))[0]
+    original = namespace["__new__"]
+    if getattr(original, "__st_class_sink__", False):
+        return False
+
+    def __new__(metatype, *args, **kwargs):
+        if cell_is_running():
+            args = check_new_class(metatype, args, kwargs)
+        return original(metatype, *args, **kwargs)
+    __new__.__st_class_sink__ = True
+    runtime_callable(__new__)
+    namespace["__new__"] = staticmethod(__new__)
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(type))
+    return False
+
+
+def guard_metaclasses() -> None:
+    """Metaclasses made before the sink copied type's original constructor: each gets the checked one."""
+    guard = getattr(_guards._numpyguard, "guard_metaclass", None)
+    if guard is None:
+        return
+    pending, seen = [type], set()
+    while pending:
+        for sub in type.__subclasses__(pending.pop()):
+            if sub not in seen:
+                seen.add(sub)
+                guard(sub)
+                pending.append(sub)
 
 
 # -- process-wide registries: a cell's ABC answers only inside its cell ------------------------------------
@@ -1856,6 +1966,12 @@ TEXT_FILENAME_PREFIX = CELL_FILENAME_PREFIX + "text:"
 _READ_ONLY_INSTANCE_PACKAGES = ("dateutil",)
 
 
+def _library_finalizer(cls) -> bool:
+    """cls's instances are finalized by a library's code (a __del__ that is not a cell function)."""
+    finalizer = _raw_attribute(cls, "__del__")
+    return finalizer is not None and not is_sandbox_function(finalizer)
+
+
 def _read_only_instances(cls) -> bool:
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     return type(module) is str and module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES \
@@ -1955,3 +2071,5 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=Tr
 
 # The guards need the helpers above; the gates need the guards' table (a cycle, resolved by order).
 from . import guards as _guards  # noqa: E402  (used at call time: either module may be imported first)
+
+CLASS_SINK_IN_C = _install_class_sink()
