@@ -31,7 +31,15 @@ def genuine(exc):
 
 
 def is_genuine(exc) -> bool:
-    return getattr(exc, "__dict__", {}).get(_GENUINE) == (_MARK, _CELL[0])
+    """Read through BaseException's own __dict__ descriptor and compared by identity: the engine asks
+    this of a cell's exception after the cell, where none of the object's own code may run."""
+    if not issubclass(type(exc), BaseException):
+        return False
+    stamp = _EXCEPTION_DICT.__get__(exc, BaseException).get(_GENUINE)
+    return type(stamp) is tuple and len(stamp) == 2 and stamp[0] is _MARK and stamp[1] is _CELL[0]
+
+
+_EXCEPTION_DICT = BaseException.__dict__["__dict__"]
 
 
 # Every class name a refusal or a limit can carry: a cell's own exception by one of these names is

@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from collections import deque
-from types import ModuleType
+from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, ModuleType
 from typing import Callable
 
 from . import cellmagics, confine, helptext, render
@@ -118,14 +118,15 @@ class Engine:
 
         body, last = compiled
         error, tripped = self._context.run(self._execute, body, last, policy, limits, streams, result_before)
+        # From here on `error` is ours or a CellError (plain data): nothing of the cell's runs any more.
         if tripped is not None and not isinstance(error, LimitExceeded):
             error = tripped   # the cell swallowed its limit; it still ended because of it
-        elif isinstance(error, MemoryError) and not isinstance(error, SandboxViolation) and self.budget.numpy_refused:
+        elif error is not None and issubclass(_kind(error), MemoryError) and self.budget.numpy_refused:
             refused = genuine(MemoryLimitExceeded(
                 f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): numpy was refused "
                 f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name))
             error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
-        if isinstance(error, KeyboardInterrupt):
+        if error is not None and issubclass(_kind(error), KeyboardInterrupt):
             error = _as_cancel(error, policy)
         report = self._report(error, source) if error is not None else None
         streams.close()
@@ -155,10 +156,10 @@ class Engine:
                 self._seed002_result(result_before, limits)
             except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
                 error = exc
-                if isinstance(exc, StopIteration) and self.budget.chain_lost():
+                if issubclass(type(exc), StopIteration) and self.budget.chain_lost():
                     error = RecursionError("maximum recursion depth exceeded")
-                    error.__traceback__ = exc.__traceback__
-                self._message_of(error)   # a cell's own __str__ runs now, inside the limits
+                    error.__traceback__ = _traceback_of(exc)
+                error = self._captured(error)   # inside the limits and the confinement, like the cell
         finally:
             # each step on its own, so that none can stop the next one from restoring the host
             try:
@@ -170,11 +171,29 @@ class Engine:
                     confine.leave(tokens)
         return error, tripped
 
+    def _captured(self, exc: BaseException):
+        """The exception the cell ended with, as the engine keeps it once the cell is over: the runtime's
+        own refusals and limits as they are, anything else as a CellError. A cell's exception is the
+        cell's object: its class's __getattribute__, __str__ or __class__ (or a library callable put
+        there) would run wherever the engine, the kernel or its log touched it after the cell, outside
+        the confinement. Its message is rendered here, while the cell's limits and confinement hold."""
+        if _is_ours(exc):
+            self._message_of(exc)
+            return exc
+        kind = type(exc)
+        syntax = None
+        if issubclass(kind, SyntaxError):   # SyntaxError's own member descriptors, never the object's lookup
+            syntax = tuple(SyntaxError.__dict__[n].__get__(exc, kind) for n in ("filename", "lineno", "msg"))
+            syntax = tuple(v if type(v) in (str, int) else None for v in syntax)
+        return CellError(kind, self._message_of(exc), _traceback_of(exc), syntax)
+
     def _message_of(self, exc: BaseException) -> str:
         """The exception's message, computed once while the cell's limits still hold (a cell-defined
         __str__ may loop or raise); cached on the engine for _report."""
         if getattr(self, "_messages_for", None) is exc:
             return self._message
+        if type(exc) is CellError:
+            return exc.message
         if _is_ours(exc):
             message = exc.sentence()
         else:
@@ -183,7 +202,7 @@ class Engine:
                 if type(message) is not str:
                     message = str.__str__(message)
             except BaseException:  # noqa: B902 - a message that cannot be rendered is reported as such
-                message = f"<the message of this {type(exc).__name__} could not be rendered>"
+                message = f"<the message of this {_kind(exc).__name__} could not be rendered>"
         self._messages_for, self._message = exc, message
         return message
 
@@ -366,9 +385,9 @@ class Engine:
             if isinstance(exc, LimitExceeded) or not any(
                     d["target"] == denial["target"] and d["kind"] == denial["kind"] for d in self._cell_denials):
                 self._record_denial(exc)
-        elif isinstance(exc, SyntaxError) and line is None:   # the cell's own text (not an eval() string)
-            line = exc.lineno
-        ename = type(exc).__name__
+        elif issubclass(_kind(exc), SyntaxError) and line is None:   # the cell's own text (not an eval() string)
+            line = _syntax_of(exc)[1]
+        ename = _kind(exc).__name__
         evalue = self._scrub(exc.sentence() if _is_ours(exc) else self._message_of(exc))
         traceback = self._traceback(exc, ename, evalue)
         event = {"type": "error", "ename": ename, "evalue": evalue, "traceback": traceback, "denial": denial}
@@ -381,15 +400,16 @@ class Engine:
 
     def _traceback(self, exc: BaseException, ename: str, evalue: str) -> list[str]:
         lines = []
-        if isinstance(exc, SyntaxError) and not isinstance(exc, SandboxViolation) \
+        if issubclass(_kind(exc), SyntaxError) and not issubclass(_kind(exc), SandboxViolation) \
                 and _innermost_cell_line(exc) is None:     # the cell's text, before anything ran
-            src = self._sources.get(exc.filename or "", [])
-            if exc.lineno and 0 < exc.lineno <= len(src):
-                lines.append(f"Cell {_cell_label(exc.filename)}, line {exc.lineno}")
-                lines.append("    " + src[exc.lineno - 1].strip())
-            lines.append(f"{ename}: {exc.msg}")
+            filename, lineno, msg = _syntax_of(exc)
+            src = self._sources.get(filename or "", [])
+            if lineno and 0 < lineno <= len(src):
+                lines.append(f"Cell {_cell_label(filename)}, line {lineno}")
+                lines.append("    " + src[lineno - 1].strip())
+            lines.append(f"{ename}: {msg}")
             return lines
-        tb = exc.__traceback__
+        tb = _traceback_of(exc)
         frames = []
         while tb is not None:
             code = tb.tb_frame.f_code
@@ -499,8 +519,8 @@ class Engine:
         return reply
 
     def _visible_globals(self) -> list[str]:
-        names = [n for n in self.namespace if not n.startswith("__") and n.isidentifier()]
-        names += [n for n in self.builtins if not n.startswith("_") and n.isidentifier()]
+        names = [n for n in list(self.namespace) if type(n) is str and not n.startswith("__") and n.isidentifier()]
+        names += [n for n in self.builtins if type(n) is str and not n.startswith("_") and n.isidentifier()]
         return names
 
     def _resolve_static(self, path: str):
@@ -532,21 +552,21 @@ class Engine:
             if rule is None:
                 return []
             for n, v in list(obj.__dict__.items()):
-                if isinstance(n, str) and not n.startswith("_") and rule.attribute_allowed(n) \
+                if type(n) is str and not n.startswith("_") and rule.attribute_allowed(n) \
                         and (obj, n) not in gates._denied_pairs:
                     if type(v) is ModuleType and not gates.policy.module_allowed(getattr(v, "__name__", "")):
                         continue
                     names.add(n)
             return sorted(names)
-        is_class = isinstance(obj, type)
+        is_class = issubclass(type(obj), type)   # never isinstance(): it asks a cell object's __class__
         cls = obj if is_class else type(obj)
-        pools = [k.__dict__ for k in cls.__mro__]
+        pools = [type.__dict__["__dict__"].__get__(k) for k in type.__dict__["__mro__"].__get__(cls)]
         inst = _instance_dict(obj) if not is_class else None
         if inst is not None:
             pools.append(inst)
         for pool in pools:
             for n in list(pool):
-                if not isinstance(n, str):
+                if type(n) is not str:
                     continue
                 if n.startswith("_"):   # completion never lists private names, even readable ones
                     continue
@@ -628,38 +648,50 @@ def _static_lookup(obj, name):
         if name in obj.__dict__:
             return True, obj.__dict__[name]
         return False, None
-    inst = _instance_dict(obj) if not isinstance(obj, type) else None
+    is_class = issubclass(type(obj), type)
+    inst = _instance_dict(obj) if not is_class else None
     if inst is not None and name in inst:
         return True, inst[name]
-    cls = obj if isinstance(obj, type) else type(obj)
-    for k in cls.__mro__:
-        if name in k.__dict__:
-            value = k.__dict__[name]
-            if isinstance(value, (staticmethod, classmethod)):
+    cls = obj if is_class else type(obj)
+    for k in type.__dict__["__mro__"].__get__(cls):
+        namespace = type.__dict__["__dict__"].__get__(k)
+        if name in namespace:
+            value = namespace[name]
+            if type(value) in (staticmethod, classmethod):
                 value = value.__func__
             return True, value
     return False, None
 
 
 def _describe(token: str, obj) -> str:
+    """Runs nothing of the cell's: only exact types are looked at (a cell's subclass of str or list has its
+    own __repr__, a cell class its own __getattribute__ and __class__), containers by their length."""
     kind = type(obj).__name__
     lines = [f"{token}: {kind}"]
     doc = None
-    if callable(obj) and (type(obj).__name__ in ("function", "builtin_function_or_method", "method_descriptor")
-                          or isinstance(obj, type)):
+    if type(obj) is FunctionType:
+        code = obj.__code__
+        params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
+        doc = _static_doc(obj)
+    elif type(obj) in (BuiltinFunctionType, MethodDescriptorType):
         try:
-            if type(obj).__name__ == "function":
-                code = obj.__code__
-                params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-                lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
-            else:
-                lines.append(f"Signature: {obj.__name__}{_inspect.signature(obj)}")
-        except (TypeError, ValueError, AttributeError):
+            lines.append(f"Signature: {obj.__name__}{_inspect.signature(obj)}")
+        except (TypeError, ValueError):
             pass
         doc = _static_doc(obj)
-    elif isinstance(obj, (int, float, str, bool, list, tuple, dict, set)):
+    elif issubclass(type(obj), type):
+        init = _static_lookup(obj, "__init__")[1]   # never inspect.signature(): it reads the class's attributes
+        if type(init) is FunctionType:
+            code = init.__code__
+            params = code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]
+            lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
+        doc = _static_doc(obj)
+    elif type(obj) in (int, float, str, bool):
         text = repr(obj)
         lines.append(f"Value: {text[:200]}{'...' if len(text) > 200 else ''}")
+    elif type(obj) in (list, tuple, dict, set):
+        lines.append(f"Length: {len(obj)}")
     if doc:
         lines.append("Docstring:\n" + doc.strip()[:2000])
     return "\n".join(lines)
@@ -667,14 +699,14 @@ def _describe(token: str, obj) -> str:
 
 def _static_doc(obj) -> str | None:
     """__doc__ read from the object's own dict or its class's, never through a descriptor."""
-    if type(obj).__name__ in ("function", "builtin_function_or_method", "method_descriptor"):
+    if type(obj) in (FunctionType, BuiltinFunctionType, MethodDescriptorType):
         doc = type(obj).__dict__["__doc__"].__get__(obj) if "__doc__" in type(obj).__dict__ else None
         return doc if type(doc) is str else None
-    holders = [obj] if isinstance(obj, type) else []
+    holders = [obj] if issubclass(type(obj), type) else []
     holders.append(type(obj))
     for holder in holders:
-        for k in holder.__mro__:
-            doc = k.__dict__.get("__doc__")
+        for k in type.__dict__["__mro__"].__get__(holder):
+            doc = type.__dict__["__dict__"].__get__(k).get("__doc__")
             if doc is not None:
                 return doc if type(doc) is str else None
     return None
@@ -738,13 +770,44 @@ def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_std
 
 
 def _is_ours(exc: BaseException) -> bool:
-    """A refusal or limit of the runtime itself (cells cannot subclass these; checked exactly anyway)."""
-    return isinstance(exc, (SandboxViolation, LimitExceeded)) and type(exc).__module__ == "sandbox_kernel.denials" \
-        and is_genuine(exc)
+    """A refusal or limit of the runtime itself (cells cannot subclass these; checked exactly anyway).
+    By the object's real type only: isinstance() would ask a cell object's __class__."""
+    return issubclass(type(exc), (SandboxViolation, LimitExceeded)) \
+        and type(exc).__module__ == "sandbox_kernel.denials" and is_genuine(exc)
+
+
+class CellError(Exception):
+    """A cell's exception once its cell is over: its class, its message (rendered inside the cell) and
+    its traceback. The engine reports from this and never touches the cell's object again."""
+
+    def __init__(self, kind: type, message: str, traceback, syntax=None):
+        super().__init__(message)
+        self.kind, self.message, self.syntax = kind, message, syntax
+        self.__traceback__ = traceback
+
+
+_EXC_TRACEBACK = BaseException.__dict__["__traceback__"]
+
+
+def _traceback_of(exc: BaseException):
+    """exc's traceback through BaseException's own descriptor (never exc's attribute lookup)."""
+    return _EXC_TRACEBACK.__get__(exc, BaseException)
+
+
+def _kind(exc) -> type:
+    """The class of the exception a report is about (a CellError stands for one of the cell's)."""
+    return exc.kind if type(exc) is CellError else type(exc)
+
+
+def _syntax_of(exc) -> tuple:
+    """(filename, lineno, msg) of a SyntaxError: the runtime's own (compile errors) or a cell's, captured."""
+    if type(exc) is CellError:
+        return exc.syntax or (None, None, "")
+    return exc.filename, exc.lineno, exc.msg
 
 
 def _innermost_cell_line(exc: BaseException) -> int | None:
-    tb = exc.__traceback__
+    tb = _traceback_of(exc)
     line = None
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
@@ -764,5 +827,5 @@ def _as_cancel(exc, policy):
     from .denials import Cancelled
 
     c = genuine(Cancelled("the cell was interrupted", policy=policy.name))
-    c.__traceback__ = exc.__traceback__
+    c.__traceback__ = _traceback_of(exc)
     return c

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 
 from ipykernel.ipkernel import IPythonKernel
@@ -632,10 +633,11 @@ class SandboxKernel(IPythonKernel):
             # A limit can escape the engine (an alarm firing while it disarms); make sure no timer
             # keeps interrupting the kernel between cells.
             _silence_alarm()
-            self.log.error("sandbox backend failed", exc_info=True)
+            failure = describe_failure(exc)
+            self.log.error("sandbox backend failed: %s", failure)
             done = {"type": "done", "status": "error", "policy": policy.name,
                     "error": {"ename": "SandboxError",
-                              "evalue": f"the sandbox could not run the cell: {type(exc).__name__}: {exc}",
+                              "evalue": f"the sandbox could not run the cell: {failure.splitlines()[0]}",
                               "traceback": []}}
             emit({"type": "error", **done["error"]})
         finally:
@@ -790,8 +792,8 @@ class SandboxKernel(IPythonKernel):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         try:
             result = self.backend.complete(code, cursor_pos)
-        except Exception:
-            self.log.warning("completion failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("completion failed: %s", describe_failure(exc))
             result = {}
         matches, used = [], 0
         raw = result.get("matches") if isinstance(result, dict) else None
@@ -813,8 +815,8 @@ class SandboxKernel(IPythonKernel):
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         try:
             result = self.backend.inspect(code, cursor_pos, detail_level)
-        except Exception:
-            self.log.warning("inspection failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("inspection failed: %s", describe_failure(exc))
             result = {}
         data = {}
         if result.get("found"):
@@ -969,6 +971,24 @@ def _protection(level: str, layers) -> str:
     return ("the Python gates, and the OS confines the worker (no files outside the working directory, no "
             "network unless the policy allows it, no processes, no signals to other processes) even if a "
             "cell gets past the gates.")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """An exception out of the backend, described for the log and the user without running any of its
+    code. At level none it may be a cell's object, or chain to one (a class whose __getattribute__,
+    __str__ or __notes__ is the cell's, or a library callable put there): logging.exception() would walk
+    its chain and render it in the kernel, outside every confinement. Named by its real type; its message
+    only when its class is the runtime's or Python's own and its arguments plain text or numbers; the
+    frames from its traceback (host code, through BaseException's own descriptor)."""
+    kind = type(exc)
+    text = kind.__name__ if type(kind.__name__) is str else "exception"
+    module = type.__dict__["__module__"].__get__(kind)
+    args = BaseException.__dict__["args"].__get__(exc, kind)
+    if type(module) is str and (module == "builtins" or module.startswith("sandbox_kernel.")) \
+            and all(type(a) in (str, int, float) for a in args):
+        text += f": {BaseException.__str__(exc)}"
+    frames = traceback.extract_tb(BaseException.__dict__["__traceback__"].__get__(exc, kind))
+    return "\n".join([text[:2000]] + [f"  {f.filename}:{f.lineno} in {f.name}" for f in frames[-8:]])
 
 
 def _silence_alarm() -> None:

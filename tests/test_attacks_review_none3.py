@@ -2,7 +2,10 @@
 
 Each test performs the real attack in an Engine with the data-science policy and asserts that it failed
 and nothing happened (no file outside the working directory, no secret in the cell's output, host state
-unchanged). Attacks that may take the process down run in a child process. Findings are strict xfails.
+unchanged). Attacks that may take the process down run in a child process. Findings are strict xfails
+until fixed (N3-1 and N3-2 are fixed: the engine keeps a cell's exception as plain data once the cell
+is over and introspects by exact types only; the kernel logs backend failures without running the
+exception's code).
 
 Log of what was tried (one line per attempt class) and the result:
   glob with dir_fd= (a descriptor the kernel holds) / root_dir='/'        refused (FileDenied)      held
@@ -59,9 +62,6 @@ REPR_CLASSES = {"str": "S(str)", "int": "S(int)", "list": "S(list)", "dict": "S(
 REPR_VALUES = {"str": "S('x')", "int": "S(7)", "list": "S([1])", "dict": "S(a=1)", "float": "S(1.5)"}
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-1: engine.inspect (inspect_request at level none) calls repr() "
-                                       "of a builtin-data subclass; its __repr__ is a library callable chosen by "
-                                       "the cell, run with no confinement: a file is written outside the workdir")
 @pytest.mark.parametrize("base", sorted(REPR_CLASSES))
 def test_inspect_does_not_run_a_library_repr_unconfined(sandbox, outside, base):
     target = outside / f"inspect-repr-{base}.sh"
@@ -76,9 +76,6 @@ def test_inspect_does_not_run_a_library_repr_unconfined(sandbox, outside, base):
 GETATTRIBUTE_CELL = "import functools, numpy as np\nclass G:\n    __getattribute__ = {writer}\ng = G()\n"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-1: engine.complete/inspect call isinstance() on a cell object; "
-                                       "isinstance reads __class__ through the class's __getattribute__, a library "
-                                       "callable the class body bound: a file is written outside the workdir")
 @pytest.mark.parametrize("request_kind", ["complete", "inspect"])
 def test_completion_and_inspection_do_not_run_a_library_getattribute(sandbox, outside, request_kind):
     target = outside / f"{request_kind}-getattribute.sh"
@@ -134,18 +131,12 @@ def _run_like_the_kernel(source: str) -> dict:
 EXCEPTION_GETATTRIBUTE = "import functools, numpy as np\nclass E(Exception):\n    __getattribute__ = {writer}\nraise E()\n"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-2: an exception class whose __getattribute__ is a library "
-                                       "callable makes run_cell raise (its denial escapes the engine); the kernel's "
-                                       "log of that error reads __notes__ on the cell's exception, unconfined: a "
-                                       "file is written outside the workdir")
 def test_a_cell_exception_with_a_library_getattribute_writes_nothing_when_the_kernel_logs_it(outside):
     target = outside / "exception-getattribute.sh"
     result = _run_like_the_kernel(EXCEPTION_GETATTRIBUTE.format(writer=_savetxt_partial(target)))
     assert not target.exists(), f"the kernel's log ran the cell's library callable unconfined: {result}"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-2 (lesser): a cell exception whose __getattribute__ raises makes "
-                                       "Engine.run_cell raise instead of returning the cell's error")
 def test_run_cell_returns_an_error_for_an_exception_with_a_hostile_getattribute(outside):
     result = _run_like_the_kernel("import functools, numpy as np\nclass E(Exception):\n"
                                   "    __getattribute__ = functools.partial(divmod, 1)\nraise E()\n")
@@ -161,8 +152,6 @@ def _kernel(workdir):
     return start_client(cwd=str(workdir), isolation="none")
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-1: an inspect_request (Shift+Tab) on the cell's str subclass runs "
-                                       "its library __repr__ in the kernel, unconfined: a file outside the workdir")
 def test_kernel_inspect_request_runs_nothing_of_the_cells(tmp_path, outside):
     from kernel_helpers import shell_request
 
@@ -178,9 +167,6 @@ def test_kernel_inspect_request_runs_nothing_of_the_cells(tmp_path, outside):
     assert not target.exists(), "an inspect request ran the cell's library callable unconfined"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-2: the kernel logs the error that escaped run_cell; the log reads "
-                                       "the cell exception's __notes__ through its library __getattribute__: a file "
-                                       "is written outside the workdir and the kernel process dies")
 def test_kernel_survives_a_cell_exception_with_a_library_getattribute(tmp_path, outside):
     target = outside / "kernel-exception.sh"
     client = _kernel(tmp_path / "kernel-work")

@@ -183,7 +183,8 @@ def test_a_huge_completion_is_trimmed_in_the_worker_and_state_survives(real):
 
 def test_a_huge_inspection_and_user_expression_are_trimmed_in_the_worker(real):
     before = pid(real)
-    assert Run(real, "class K:\n    def __init__(self, x='x' * 40_000_000):\n        pass\n"
+    params = ", ".join(f"p{i}_{'x' * 100}" for i in range(2000))   # a 206,000-character signature
+    assert Run(real, f"class K:\n    def __init__(self, {params}):\n        pass\n"
                      "kept2 = 'here too'").ok
     reply = real.inspect("K", 1)
     assert reply["found"] and "characters cut by the sandbox" in reply["data"]["text/plain"]
