@@ -572,6 +572,14 @@ class Gates:
                                               "private and dunder attributes are hidden",
                                               hint=None if n.startswith("__") else
                                               "private names are readable only on classes defined in the sandbox"))
+            elif not n.startswith("__") and n not in PUBLIC_PRIVATE_NAMES:
+                hidden, shadowed = _library_private(obj, is_class, n)
+                if hidden:
+                    # enum's _convert_/_create_, abc's _abc_registry_clear: the machinery of the library class
+                    # a cell class derives from writes process state (_convert_ writes any module's globals)
+                    self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "private names of the library classes "
+                                              "a cell class derives from are hidden"))
+                per_instance = per_instance or shadowed   # the cell's classes may define or delete it later
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
         if n == "resize" and (_is_ndarray(obj) or is_class and _is_ndarray_class(obj)):
@@ -1970,6 +1978,29 @@ def _library_finalizer(cls) -> bool:
     """cls's instances are finalized by a library's code (a __del__ that is not a cell function)."""
     finalizer = _raw_attribute(cls, "__del__")
     return finalizer is not None and not is_sandbox_function(finalizer)
+
+
+def _library_private(obj, is_class, n):
+    """(hidden, shadowed) for a private name read on a cell class or its instance: hidden when n resolves to
+    a library class's attribute (through the class's MRO, and for a class its metaclass's too), not to the
+    cell's classes or the instance's own dict; shadowed when any library class there defines n."""
+    cls = obj if is_class else type(obj)
+    chains = [type.__dict__["__mro__"].__get__(cls)]
+    if is_class:
+        chains.append(type.__dict__["__mro__"].__get__(type(cls)))
+    owner, shadowed = None, False
+    for chain in chains:
+        for k in chain:
+            if n in type.__dict__["__dict__"].__get__(k):
+                owner = owner or k
+                shadowed = shadowed or not is_sandbox_class(k)
+    if owner is None or is_sandbox_class(owner):
+        return False, shadowed
+    if not is_class:
+        own = _instance_dict_of(obj)
+        if own is not None and n in own:
+            return False, shadowed
+    return True, shadowed
 
 
 def _read_only_instances(cls) -> bool:

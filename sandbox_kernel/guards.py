@@ -416,6 +416,24 @@ def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
 _TARGET_KEYWORDS = frozenset({"wrapper", "arg", "cls", "f", "funcobj", "enumeration", "func", "obj", "method"})
 
 
+def _guard_global_enum(fn, gates):
+    """enum.global_enum(E) writes E's members into sys.modules[E.__module__], a name the cell chooses
+    (Enum(..., module='json'), E.__module__ = ...); at level none even '__main__' is the kernel's module.
+    For the cell's own enum it does what global_enum does with the cell's namespace as E's module."""
+    def global_enum(cls, update_str=False):
+        if not (isinstance(cls, type) and issubclass(cls, enum.Enum) and is_sandbox_class(cls)):
+            gates.deny(CallDenied(f"enum.global_enum({_type_name(cls)})", "it writes the members into a module: "
+                                  "only an enum the cell defined, into the cell's own names"))
+        cls.__repr__ = enum.global_flag_repr if issubclass(cls, enum.Flag) else enum.global_enum_repr
+        if not issubclass(cls, enum.ReprEnum) or update_str:
+            cls.__str__ = enum.global_str
+        gates.namespace.update((name, member) for name, member in cls.__members__.items()
+                               if type(name) is str and name.isidentifier() and not name.startswith("__"))
+        return cls
+    global_enum.__doc__ = fn.__doc__
+    return runtime_callable(global_enum)
+
+
 def _guard_wraps(fn, gates):
     """functools.wraps(w) returns a decorator that writes onto the function it decorates."""
     def wraps(wrapped, *args, **kwargs):
@@ -611,6 +629,8 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 csv.reader: _guard_csv_reader,
                 # typing's alias of deque, callable like it
                 typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
+if hasattr(enum, "global_enum"):   # 3.11+
+    CALL_GUARDS[enum.global_enum] = _guard_global_enum
 for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _function in _SIZED_OPERATOR_FUNCTIONS:

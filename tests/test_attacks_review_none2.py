@@ -18,6 +18,9 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         `confine._confinement`, which turns the confinement off (a secret read, a process run).
         `EnumType._convert_`, readable from a cell's Enum subclass, writes a module's non-function
         globals the same way and reads any module's globals into members (their repr shows the values).
+        Closed at the writers: global_enum is handed out guarded (only the cell's own enum, its members
+        into the cell's names); a private name that resolves to the machinery of the library class a cell
+        class derives from (enum's _convert_/_create_, abc's _abc_registry_clear) is hidden.
   N2-3  numpy's BitGenerator `.ctypes` (and `.cffi`) hand out ctypes objects: the CFUNCTYPE class makes
         a pointer to libc's `system` by dlsym, a process runs; `c_void_p.from_address` reads any address.
   N2-4  process-wide library registries keep what a cell put there and run it in the host after the
@@ -261,8 +264,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-2: enum.global_enum(E) updates sys.modules[E.__module__].__dict__ "
-                                       "with E's members; the cell chooses E.__module__: host json.loads replaced")
 @pytest.mark.parametrize("route", sorted(GLOBAL_ENUM_ROUTES))
 def test_global_enum_does_not_write_host_modules(route):
     result = run_cell_in_child(GLOBAL_ENUM_ROUTES[route], probe=REPORT_JSON_LOADS, hard_exit=True, timeout=60)
@@ -298,9 +299,6 @@ except Exception:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-2: global_enum with module='sandbox_kernel.confine' replaces "
-                                       "_confinement by a member whose __call__ returns None: the confinement is "
-                                       "off, a secret outside the workdir is read and a process runs")
 def test_global_enum_is_not_a_full_escape(tmp_path, outside, host_secret):
     marker = outside / "pwned-by-global-enum"
     result = run_cell_in_child(GLOBAL_ENUM_ESCAPE.format(secret=host_secret, secret_file=str(tmp_path / "secret.txt"),
@@ -326,22 +324,52 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-2: EnumType._convert_ is readable from a cell's Enum subclass (a "
-                                       "private name of the cell's own class) and writes members into any loaded "
-                                       "module: host json.decoder replaced (functions are descriptors, not members, "
-                                       "so only a module's non-function globals)")
 def test_enum_convert_does_not_write_host_modules():
     result = run_cell_in_child(ENUM_CONVERT_WRITES_A_MODULE, probe=REPORT_JSON_DECODER, hard_exit=True, timeout=60)
     assert result.get("decoder_is_a_module") is True, result
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-2: EnumType._convert_ reads any loaded module's globals into "
-                                       "enum members; their repr shows a host module's values")
 def test_enum_convert_does_not_read_host_module_globals(run, host_secret):
     from conftest import HOST_SECRET_MODULE
     r = run(f"import enum\nclass E(enum.Enum):\n    pass\n"
             f"S = E._convert_('S', {HOST_SECRET_MODULE!r}, lambda name: name == 'SECRET')\nprint(list(S))\n")
     assert not r.leaked(host_secret), r
+
+
+def test_global_enum_puts_the_cells_enum_into_the_cells_names(run):
+    r = run("import enum\n@enum.global_enum\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nprint(RED is Color.RED, GREEN.name)\n")
+    assert r.ok and r.stdout == "True GREEN\n", r
+
+
+@pytest.mark.parametrize("target", ["re.RegexFlag", "enum.Enum('F', 'A B')"])
+def test_global_enum_of_a_class_the_cell_did_not_define_is_refused(run, target):
+    import re
+    flags = dict(vars(re))
+    r = run(f"import enum, re\nenum.global_enum({target})\n")
+    assert not r.ok and r.error_name == "CallDenied", r
+    assert dict(vars(re)) == flags
+
+
+@pytest.mark.parametrize("name", ["_convert_", "_create_", "_get_mixins_", "_check_for_existing_members_",
+                                  "_find_new_"])
+def test_enum_machinery_is_hidden_on_the_cells_enum(run, name):
+    r = run(f"import enum\nclass E(enum.IntEnum):\n    A = 1\nx = E.{name}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+    r = run(f"x = E.A.{name}\n")   # (metaclass methods are no attributes of members)
+    assert not r.ok and r.error_name in ("AttributeDenied", "AttributeError"), r
+
+
+@pytest.mark.parametrize("expr", ["A._abc_registry_clear", "A._abc_caches_clear", "A._dump_registry"])
+def test_abc_machinery_is_hidden_on_the_cells_classes(run, expr):
+    r = run(f"import abc\nclass A(abc.ABC):\n    pass\nx = {expr}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_private_names_the_cells_enum_defines_stay_readable(run):
+    r = run("import enum\nclass E(enum.Enum):\n    A = 1\n    def _label(self):\n        return self.name.lower()\n"
+            "    @classmethod\n    def _missing_(cls, value):\n        return cls.A\n"
+            "E.A._note = 'n'\nprint(E.A._label(), E(7), E.A._note, E.A._value_, len(E._member_map_))\n")
+    assert r.ok and r.stdout == "a E.A n 1 1\n", r
 
 
 # --- N2-3: numpy's bit generators hand out ctypes -----------------------------------------------------------
