@@ -250,7 +250,12 @@ class _SandboxTypeMeta(type):
                 if gates is None:
                     raise genuine(BuiltinDenied(f"type() of a {result.__name__} object", "its class has a guard"))
                 return gates.guarded(result, guard)
-            return SandboxType if issubclass(result, type) else result
+            if issubclass(result, type):
+                return SandboxType
+            gates = CURRENT_GATES.get()
+            if gates is not None and result not in gates._classes_handed_out:
+                gates.class_handed_out_by_type(result)
+            return result
         raise genuine(BuiltinDenied("type() with three arguments", "classes are made with the class statement"))
 
     def __repr__(cls):
@@ -413,6 +418,7 @@ class Gates:
         self._class_cache: dict = {}
         self._super_cache: dict = {}
         self._instance_types: dict = {}
+        self._classes_handed_out: set = set()   # classes type(x) may answer with (checked once)
         self._foreign_modules: dict = {}   # top-level module name -> True when ungranted third-party code
         self._guarded: dict = {}
         self._match_stand_ins: dict = {}
@@ -483,6 +489,7 @@ class Gates:
         self._class_cache.clear()
         self._super_cache.clear()
         self._safe_functions.clear()
+        self._classes_handed_out.clear()
 
     def _resolve_object_rules(self) -> bool:
         """Resolves what can be resolved now; True when a rule was resolved."""
@@ -919,13 +926,11 @@ class Gates:
                 return types.GenericAlias(origin, value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
             return self.handed_out(value)
-        ok = self._instance_types.get(t)
-        if ok is None:
-            ok = not (type(t.__module__) is str and t.__module__.startswith("sandbox_kernel")) \
-                or issubclass(t, BaseException)
-            self._instance_types[t] = ok
-        if not ok:
-            self.deny(AttributeDenied(f"'{name}'", "the sandbox's own objects are not available"))
+        refusal = self._instance_types.get(t, _UNSEEN)
+        if refusal is _UNSEEN:
+            refusal = self._instance_types[t] = _instance_refusal(t)
+        if refusal is not None:
+            self.deny(AttributeDenied(f"'{name}'", refusal))
         if _member(value, self._denied_values):
             self.deny(AttributeDenied(f"'{name}'", "this function is disabled by the policy"))
         return value
@@ -959,6 +964,18 @@ class Gates:
         if origin in FORBIDDEN_ORIGINS or self._foreign_module(origin):
             self.deny(AttributeDenied(f"'{name}'", f"functions from '{target.__module__}' are not available"))
         return value
+
+    def class_handed_out_by_type(self, cls) -> None:
+        """type(x) gives a class only where x.__class__ would: not a class of a forbidden module (a ctypes
+        object's CFUNCTYPE class makes a pointer to any symbol), not one the policy disables. (An ungranted
+        library's class stays opaque wherever it is: its attributes and subclasses are refused.)"""
+        if _member(cls, self._denied_values):
+            self.deny(BuiltinDenied(f"type() of a {_type_name(cls)} object", "this class is disabled by the policy"))
+        if _origin(cls) in FORBIDDEN_ORIGINS and not _is_denial_class(cls) and cls not in _MEMORY_FILES:
+            self.deny(BuiltinDenied(f"type() of a {_type_name(cls)} object",
+                                    f"classes from '{cls.__module__}' are not available"))
+        if len(self._classes_handed_out) < 100_000:
+            self._classes_handed_out.add(cls)
 
     def handed_out(self, value):
         """value as a cell receives it: the guarded stand-in where value has a guard, else value."""
@@ -2001,6 +2018,26 @@ def _library_private(obj, is_class, n):
         if own is not None and n in own:
             return False, shadowed
     return True, shadowed
+
+
+_UNSEEN = object()
+# Objects that read, write or call any address: ctypes' (a CFUNCTYPE makes a pointer to any symbol, from_address
+# reads any address), cffi's, and capsules (raw pointers for C code). Whoever hands one out (BitGenerator.ctypes,
+# .cffi, .capsule), a cell never holds one.
+_RAW_POINTER_ORIGINS = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
+_CAPSULE_TYPE = getattr(types, "CapsuleType", None) or type(__import__("datetime").datetime_CAPI)
+
+
+def _instance_refusal(t):
+    """Why an instance of t is never handed to a cell (None: it may be)."""
+    module = type.__dict__["__module__"].__get__(t)
+    module = module if type(module) is str else ""
+    if module.startswith("sandbox_kernel") and not issubclass(t, BaseException):
+        return "the sandbox's own objects are not available"
+    if module.split(".", 1)[0] in _RAW_POINTER_ORIGINS or t is _CAPSULE_TYPE or \
+            any(type.__dict__["__module__"].__get__(k) in _RAW_POINTER_ORIGINS for k in type.__dict__["__mro__"].__get__(t)):
+        return "foreign-function objects and raw pointers (ctypes, cffi, capsules) are not available"
+    return None
 
 
 def _read_only_instances(cls) -> bool:

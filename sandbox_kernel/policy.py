@@ -287,6 +287,8 @@ _DATA_OBJECT_DENY = (
     # numpy raw file access in C and loaders that can unpickle
     "numpy.ndarray.tofile", "numpy.fromfile", "numpy.memmap", "numpy.lib.npyio.DataSource",
     "numpy.DataSource", "numpy.ndarray.ctypes", "numpy.lib.stride_tricks.as_strided",
+    # foreign-function handles of a bit generator's state (ctypes: CFUNCTYPE, from_address; cffi: an FFI)
+    "numpy.random.BitGenerator.ctypes", "numpy.random.BitGenerator.cffi",
     # evaluates a string in its caller's globals
     "numpy.bmat",
     # import a module named by a string and write C-level docstrings into the host's objects

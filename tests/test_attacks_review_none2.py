@@ -23,6 +23,12 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         class derives from (enum's _convert_/_create_, abc's _abc_registry_clear) is hidden.
   N2-3  numpy's BitGenerator `.ctypes` (and `.cffi`) hand out ctypes objects: the CFUNCTYPE class makes
         a pointer to libc's `system` by dlsym, a process runs; `c_void_p.from_address` reads any address.
+        Closed by object rules (BitGenerator.ctypes, .cffi, as ndarray.ctypes) and at the values: an
+        instance of a ctypes or cffi class, or a capsule, is never handed to a cell (gates._instance_refusal);
+        type(x) hands a class out only where x.__class__ would.
+        Closed by object rules (BitGenerator.ctypes, .cffi, as ndarray.ctypes) and at the values: an
+        instance of a ctypes or cffi class, or a capsule, is never handed to a cell (gates._instance_refusal);
+        type(x) hands a class out as x.__class__ would.
   N2-4  process-wide library registries keep what a cell put there and run it in the host after the
         cell: pandas options (`display.float_format`), scipy.fft's global uarray backend.
   N2-5  (lesser) `typing.dataclass_transform()(library_class)` writes an attribute of a host class.
@@ -391,8 +397,6 @@ system(b"id > {marker}")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-3: BitGenerator.ctypes hands out ctypes objects; their CFUNCTYPE "
-                                       "class makes a pointer to libc's system() by dlsym: a process runs")
 @pytest.mark.parametrize("bit_generator", sorted(BIT_GENERATORS))
 def test_bit_generator_ctypes_is_not_a_full_escape(run, outside, bit_generator):
     marker = outside / f"pwned-by-ctypes-{bit_generator}"
@@ -401,16 +405,12 @@ def test_bit_generator_ctypes_is_not_a_full_escape(run, outside, bit_generator):
     assert not r.ok, r
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-3: c_void_p.from_address, reached from BitGenerator.ctypes, "
-                                       "reads any address")
 def test_bit_generator_ctypes_does_not_read_memory(run):
     r = run("import numpy as np\nV = type(np.random.PCG64(1).ctypes.state)\n"
             "refcount_of_one = V.from_address(id(1)).value\n")
     assert not r.ok, r
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-3: BitGenerator.cffi hands out cffi objects (an FFI that casts "
-                                       "any address to a function pointer)")
 def test_bit_generator_cffi_is_refused(run):
     r = run("import numpy as np\nhandle = np.random.PCG64(1).cffi\n")
     assert not r.ok, r
@@ -420,6 +420,32 @@ def test_bit_generator_cffi_is_refused(run):
 def test_array_ctypes_is_refused_on_subclasses_and_views(run, expr):
     r = run(f"import numpy as np\nx = {expr}")
     assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+BIT_GENERATOR_HANDLE_ROUTES = {
+    "attribute": "bg.{name}",
+    "getattr": "getattr(bg, '{name}')",
+    "attrgetter": "operator.attrgetter('{name}')(bg)",
+    "from_the_class": "type(bg).{name}.__get__(bg)",
+    "match": "match bg:\n    case np.random.PCG64({name}=found):\n        pass",
+}
+
+
+@pytest.mark.parametrize("name", ["ctypes", "cffi", "capsule"])
+@pytest.mark.parametrize("route", sorted(BIT_GENERATOR_HANDLE_ROUTES))
+def test_bit_generator_handles_are_refused_by_every_route(run, route, name):
+    r = run(f"import operator, numpy as np\nbg = np.random.PCG64(1)\n"
+            f"{BIT_GENERATOR_HANDLE_ROUTES[route].format(name=name)}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_type_hands_out_a_class_as_its_dunder_would(run):
+    # type(x) answered with the raw class: a lock's class from _thread (x.__class__ is refused the same way)
+    r = run("import numpy as np\nlock_class = type(np.random.PCG64(1).lock)\n")
+    assert not r.ok and r.error_name == "BuiltinDenied" and "_thread" in r.error_value, r
+    r = run("import numpy as np, pandas as pd\nprint(type(1).__name__, type(pd.Series([1])).__name__, "
+            "isinstance(np.arange(2), type(np.arange(3))), type(type) is type)\n")
+    assert r.ok and r.stdout == "int Series True True\n", r
 
 
 # --- N2-4: process-wide library registries run the cell's callables in the host ----------------------------
