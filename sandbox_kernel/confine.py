@@ -935,10 +935,22 @@ def enter(files, network_allowed: bool, net_deny):
                            if t.ident != cell_thread and t not in _STARTED_BY_CELLS)
     _CELL_THREAD[0] = cell_thread
     _ACTIVE[0] = (files, bool(network_allowed))
-    return _FS.set(files), _NET_DENIED.set(not network_allowed)
+    tokens = _FS.set(files), _NET_DENIED.set(not network_allowed)
+    for setup in _AT_CELL_START:
+        try:
+            setup()
+        except Exception:   # noqa: BLE001 - what a setup captured is put back by its cleanup
+            pass
+    return tokens
 
 
+_AT_CELL_START: list = []   # the runtime's own setups (guards.swap_in_library_state), run by enter(), confined
 _AT_CELL_END: list = []   # the runtime's own cleanups (gates.forget_cell_abc_answers), run by leave()
+
+
+def at_cell_start(setup) -> None:
+    if setup not in _AT_CELL_START:
+        _AT_CELL_START.append(setup)
 
 
 def at_cell_end(cleanup) -> None:

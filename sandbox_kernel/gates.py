@@ -410,6 +410,10 @@ class Gates:
         self.namespace = namespace
         self.display = display
         self.formatter = _GatedFormatter(self)
+        # process-wide library state (pandas options, uarray backends ...) as this engine's cells left it, and
+        # the host's while a cell runs (guards.swap_in_library_state)
+        self.library_state: dict = {}
+        self.host_library_state: dict = {}
         self.set_policy(policy)
 
     def set_policy(self, policy: Policy) -> None:

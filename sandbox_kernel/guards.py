@@ -37,7 +37,7 @@ if not hasattr(_numpyguard, "install_raw_protocol_sink"):
     _numpyguard = None   # absent, or a stale build of an older source: the Python fallbacks instead
 
 from . import pandas_query   # imported with the runtime: a cell's import may not compile the sandbox's files
-from .confine import cell_is_running, route_native_file_io
+from .confine import at_cell_end, at_cell_start, cell_is_running, route_native_file_io
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open, _type_name,
                     add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
@@ -1083,10 +1083,201 @@ def _guard_pandas_plot_backend() -> None:
     module._load_backend = _load_backend
 
 
+# -- process-wide library state, kept per engine -------------------------------------------------------------
+# Granted libraries keep some settings for the whole process, and what a cell puts there is used by whoever
+# calls the library next, the host included: pandas' options (display.float_format and the styler's
+# formatters are callables, run when anyone prints a frame), numpy.ma's masked_print_option (str() of the
+# cell's object when anyone prints a masked array), scipy.fft's uarray backends (called by every transform),
+# csv's dialect registry. Each engine keeps its own: its values are installed when a cell starts (or when the
+# library is first loaded during one) and the host's are put back when the cell ends, as the warnings filters
+# are (limits.py). Values are compared by identity only (== would run the cell's __eq__ in the host).
+
+_MISSING = object()
+
+
+class _PandasOptions:
+    """pandas' option tree, written in place (every route to it, set_option, option_context, pd.options.x = v,
+    reset_option, ends there); an option's callback runs when its value changes, as set_option runs it.
+    A snapshot is (the options, their values), in one order kept while no option is registered."""
+    name = "pandas options"
+
+    def __init__(self):
+        self._slots, self._key = ((), (), ()), None
+
+    @staticmethod
+    def available() -> bool:
+        return "pandas._config.config" in sys.modules
+
+    def _slots_now(self):
+        config = sys.modules["pandas._config.config"]
+        key = (len(config._registered_options), id(config._global_config))
+        if key != self._key:
+            options, roots, leaves = [], [], []
+            for option in list(config._registered_options):
+                try:
+                    root, leaf = config._get_root(option)   # the dict holding it, its last name
+                except Exception:   # noqa: BLE001 - a malformed registration: not an option a cell can set
+                    continue
+                if type(root) is dict and leaf in root:
+                    options.append(option)
+                    roots.append(root)
+                    leaves.append(leaf)
+            self._slots, self._key = (tuple(options), tuple(roots), tuple(leaves)), key
+        return self._slots
+
+    def read(self):
+        options, roots, leaves = self._slots_now()
+        return options, tuple(map(operator.getitem, roots, leaves))
+
+    def install(self, wanted, current, entering: bool) -> None:
+        options, roots, leaves = self._slots_now()
+        values = wanted[1]
+        if wanted[0] is not options:   # options registered since: theirs are the defaults
+            registered = sys.modules["pandas._config.config"]._registered_options
+            known = dict(zip(*wanted))
+            values = tuple(known[o] if o in known else registered[o].defval for o in options)
+        if current[0] is options and all(map(operator.is_, values, current[1])):
+            return
+        now = tuple(map(operator.getitem, roots, leaves))
+        changed = [i for i, (value, was) in enumerate(zip(values, now)) if value is not was]
+        for i in changed:
+            roots[i][leaves[i]] = values[i]
+        registered = sys.modules["pandas._config.config"]._registered_options
+        for i in changed:
+            callback = registered[options[i]].cb
+            if callback is not None:
+                try:
+                    callback(options[i])
+                except Exception:   # noqa: BLE001 - the value is in place; a callback's own failure is its own
+                    pass
+
+
+class _ObjectState:
+    """The instance dict of one library object (numpy.ma's masked_print_option), or a dict's items."""
+
+    def __init__(self, name: str, module: str, attribute: str, items: bool = False):
+        self.name, self._module, self._attribute, self._items = name, module, attribute, items
+
+    def _target(self):
+        return getattr(sys.modules.get(self._module), self._attribute, None)
+
+    def available(self) -> bool:
+        return self._target() is not None
+
+    def _dict(self) -> dict:
+        target = self._target()
+        return target if self._items else object.__getattribute__(target, "__dict__")
+
+    def read(self) -> dict:
+        return dict.copy(self._dict())
+
+    def install(self, wanted: dict, current: dict, entering: bool) -> None:
+        target = self._dict()
+        if dict.keys(current) != dict.keys(wanted) or any(current[k] is not wanted[k] for k in wanted):
+            dict.clear(target)
+            dict.update(target, wanted)
+
+
+class _UarrayBackends:
+    """uarray's backends (scipy.fft's set_global_backend, register_backend, set_backend). uarray can give a
+    thread its own copy of the global backends: while a cell runs, its thread works on the engine's copy
+    (set_state without reset), and the process-wide table is never written; at the end the thread goes back
+    to it (set_state(host, True))."""
+    private_copy = True
+
+    def __init__(self, module: str):
+        self.name, self._module = module, module
+
+    def available(self) -> bool:
+        return hasattr(sys.modules.get(self._module), "get_state")
+
+    def read(self):
+        return sys.modules[self._module].get_state()
+
+    def install(self, wanted, current, entering: bool) -> None:
+        module = sys.modules[self._module]
+        if entering:
+            module.set_state(wanted)
+        else:
+            module.set_state(wanted, True)
+
+
+class _CsvDialects:
+    """csv's dialect registry and field size limit (register_dialect('excel', ...) would change the host's)."""
+    name = "csv dialects"
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    @staticmethod
+    def read():
+        return {name: csv.get_dialect(name) for name in csv.list_dialects()}, csv.field_size_limit()
+
+    @staticmethod
+    def install(wanted, current, entering: bool) -> None:
+        dialects, limit = wanted
+        if limit == current[1] and dialects.keys() == current[0].keys() and \
+                all(current[0][name] is dialect for name, dialect in dialects.items()):
+            return
+        for name in current[0]:
+            if name not in dialects:
+                csv.unregister_dialect(name)
+        for name, dialect in dialects.items():
+            if current[0].get(name) is not dialect:
+                csv.register_dialect(name, dialect)
+        if current[1] != limit:
+            csv.field_size_limit(limit)
+
+
+LIBRARY_STATE = (_PandasOptions(), _ObjectState("pandas plot_params", "pandas.plotting._misc", "plot_params", items=True),
+                 _ObjectState("numpy.ma masked_print_option", "numpy.ma.core", "masked_print_option"),
+                 _UarrayBackends("scipy._lib._uarray._uarray"), _UarrayBackends("uarray._uarray"), _CsvDialects())
+
+
+def swap_in_library_state() -> None:
+    """The engine's values in place of the host's, for each piece of state not yet swapped in this cell (at
+    the cell's start, and after each module load during it)."""
+    gates = CURRENT_GATES.get()
+    if gates is None or not cell_is_running():
+        return
+    host = gates.host_library_state
+    for state in LIBRARY_STATE:
+        if state.name in host or not state.available():
+            continue
+        current = state.read()
+        host[state.name] = current
+        mine = gates.library_state.get(state.name, _MISSING)
+        if mine is _MISSING and getattr(state, "private_copy", False):
+            mine = current
+        if mine is not _MISSING:
+            state.install(mine, current, True)
+
+
+def swap_out_library_state() -> None:
+    """The end of a cell: the engine keeps what its cell left, the host gets its own values back."""
+    gates = CURRENT_GATES.get()
+    if gates is None:
+        return
+    host, gates.host_library_state = gates.host_library_state, {}
+    for state in LIBRARY_STATE:
+        previous = host.get(state.name, _MISSING)
+        if previous is _MISSING:
+            continue
+        current = state.read()
+        gates.library_state[state.name] = current
+        state.install(previous, current, False)
+
+
+at_cell_start(swap_in_library_state)
+at_cell_end(swap_out_library_state)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
     _route_pandas_evaluator()
+    swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on
     _refuse_raw_protocols_on_library_classes()
     _close_string_lookups()
     _guard_pandas_plot_backend()

@@ -31,6 +31,10 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         type(x) hands a class out as x.__class__ would.
   N2-4  process-wide library registries keep what a cell put there and run it in the host after the
         cell: pandas options (`display.float_format`), scipy.fft's global uarray backend.
+        Closed by keeping that state per engine (guards.LIBRARY_STATE: pandas' options and plot_params,
+        numpy.ma's masked_print_option, uarray's backends on a thread-local copy, csv's dialects): the
+        engine's values are in place only while its cell runs. Sibling: masked_print_option.set_display of
+        a cell object whose __str__ is a library callable (a file written when the host prints).
   N2-5  (lesser) `typing.dataclass_transform()(library_class)` writes an attribute of a host class.
   N2-6  a cell's own `__del__`, collected on a kernel thread (exempt from the confinement) while the
         cell runs, runs unconfined: a secret read into the cell, a process run.
@@ -44,6 +48,7 @@ import threading
 import pytest
 
 from childcell import run_cell_in_child
+from conftest import Sandbox
 
 PAYLOAD = "echo PWNED-BY-REVIEW"
 
@@ -466,9 +471,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-4: pandas options are process-wide: a library callable the cell "
-                                       "set as display.float_format runs when the host prints a DataFrame and "
-                                       "writes a file of the cell's choosing outside the workdir")
 def test_pandas_float_format_library_callable_does_not_run_in_the_host(outside):
     target = outside / "float-format.sh"
     result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter=_savetxt_partial(target)),
@@ -477,9 +479,6 @@ def test_pandas_float_format_library_callable_does_not_run_in_the_host(outside):
     assert not target.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-4 (kernel DoS at level none): a cell function set as "
-                                       "display.float_format outlives the cell; the host's repr of any float "
-                                       "DataFrame then raises LimitExceeded")
 def test_pandas_float_format_cell_function_does_not_outlive_the_cell(outside):
     result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter="lambda x: 'CELL'"),
                                probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(outside / "none")), hard_exit=True,
@@ -505,16 +504,112 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-4: scipy.fft.set_global_backend is process-wide; a pandas Series "
-                                       "answers __ua_function__ from its labels (in C, past the gate) and the host's "
-                                       "next fft runs the cell's library callable unconfined (a file outside the "
-                                       "workdir is created)")
 def test_uarray_global_backend_does_not_run_in_the_host(outside):
     target = outside / "uarray.sh"
     result = run_cell_in_child(UARRAY_GLOBAL_BACKEND.format(writer=_savetxt_partial(target)),
                                probe=REPORT_HOST_FFT.format(path=str(target)), hard_exit=True, timeout=60)
     assert result.get("written") is False, result
     assert result.get("host_fft") is True, result
+
+
+MASKED_PRINT_OPTION = """\
+import functools, numpy as np
+class Shown:
+    __str__ = {writer}
+np.ma.masked_print_option.set_display(Shown())
+"""
+
+REPORT_HOST_MASKED_REPR = """\
+def probe_host(report):
+    import os, numpy as np
+    try:
+        report["host_repr"] = str(np.ma.masked_array([1, 2], mask=[1, 0]))
+    except BaseException as exc:
+        report["host_repr"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+def test_masked_print_option_set_by_a_cell_does_not_run_in_the_host(outside):
+    target = outside / "masked-print.sh"
+    result = run_cell_in_child(MASKED_PRINT_OPTION.format(writer=_savetxt_partial(target)),
+                               probe=REPORT_HOST_MASKED_REPR.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("status") == "ok", result
+    assert result.get("written") is False and result.get("host_repr") == "[-- 2]", result
+    assert not target.exists()
+
+
+def test_pandas_options_apply_to_the_engines_cells_and_never_to_the_host(sandbox, tmp_path):
+    import pandas as pd
+    host_rows, host_format = pd.get_option("display.max_rows"), pd.get_option("display.float_format")
+    r = sandbox.run("import pandas as pd\npd.set_option('display.max_rows', 4)\n"
+                    "pd.options.display.float_format = '<{:.1f}>'.format\n"
+                    "df = pd.DataFrame({'a': [x + 0.25 for x in range(10)]})\ndf")
+    assert r.ok and "..." in r.result_text and "<0.2>" in r.result_text, r
+    assert pd.get_option("display.max_rows") == host_rows and pd.get_option("display.float_format") is host_format
+    assert "..." not in repr(pd.DataFrame({"a": range(10)}))
+    r = sandbox.run("print(pd.get_option('display.max_rows'))\ndf")   # a later cell of the same engine
+    assert r.ok and r.stdout == "4\n" and "<9.2>" in r.result_text, r
+    other = Sandbox(tmp_path / "other")   # another engine in the same process starts from the host's
+    r = other.run("import pandas as pd\nprint(pd.get_option('display.max_rows'))")
+    assert r.ok and r.stdout == f"{host_rows}\n", r
+    assert pd.get_option("display.max_rows") == host_rows
+
+
+PANDAS_OPTION_ROUTES = {
+    "set_option": "pd.set_option('display.max_rows', 3)",
+    "options_attribute": "pd.options.display.max_rows = 3",
+    "option_context_left_open": "pd.option_context('display.max_rows', 3).__enter__()",
+    "styler_formatter": "pd.set_option('styler.format.formatter', lambda v: 'CELL')",
+    "reset_after_host_change": "pd.reset_option('display.max_rows')",
+}
+
+
+@pytest.mark.parametrize("route", sorted(PANDAS_OPTION_ROUTES))
+def test_no_route_changes_the_hosts_pandas_options(run, route):
+    import pandas as pd
+    before = _every_pandas_option()
+    with pd.option_context("display.max_rows", 7):   # the host's own value differs from the default
+        r = run(f"import pandas as pd\n{PANDAS_OPTION_ROUTES[route]}\n")
+        assert r.ok, r
+        assert pd.get_option("display.max_rows") == 7
+    after = _every_pandas_option()
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+
+
+def _every_pandas_option() -> dict:
+    from pandas._config import config
+    values = {}
+    for key in config._registered_options:
+        root, leaf = config._get_root(key)
+        values[key] = root[leaf]
+    return values
+
+
+def test_uarray_backends_set_by_a_cell_stay_in_its_engine(run):
+    import numpy as np
+    import scipy.fft
+    r = run("import numpy as np, scipy.fft\nclass Doubling:\n    __ua_domain__ = 'numpy.scipy.fft'\n"
+            "    @staticmethod\n    def __ua_function__(method, args, kwargs):\n        return 'CELL'\n"
+            "scipy.fft.set_global_backend(Doubling)\nscipy.fft.register_backend(Doubling)\n"
+            "scipy.fft.set_backend(Doubling).__enter__()\nprint(scipy.fft.fft(np.ones(2)))\n")
+    assert r.ok and r.stdout == "CELL\n", r
+    assert len(scipy.fft.fft(np.ones(4))) == 4   # the host's transforms are scipy's own
+    r = run("print(scipy.fft.fft(np.ones(2)))\nwith scipy.fft.set_backend('scipy', only=True):\n"
+            "    print(len(scipy.fft.fft(np.ones(2))))\n")
+    assert r.ok and r.stdout == "CELL\n2\n", r
+    assert len(scipy.fft.fft(np.ones(4))) == 4
+
+
+def test_csv_dialects_registered_by_a_cell_stay_in_its_engine(run):
+    import csv
+    r = run("import csv\ncsv.register_dialect('excel', delimiter=';')\ncsv.register_dialect('mine', delimiter='|')\n"
+            "csv.field_size_limit(10)\n")
+    assert r.ok, r
+    assert csv.get_dialect("excel").delimiter == "," and "mine" not in csv.list_dialects()
+    assert csv.field_size_limit() == 131072
+    r = run("print(csv.get_dialect('excel').delimiter, csv.get_dialect('mine').delimiter, csv.field_size_limit())")
+    assert r.ok and r.stdout == "; | 10\n", r
 
 
 def test_numpy_print_and_error_state_stay_in_the_cell(run):
