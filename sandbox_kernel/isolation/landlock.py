@@ -237,7 +237,10 @@ def restrict(writable: str | None, *, network: bool = False, extra_read=(), plac
     abi = host_abi if abi_cap is None else min(int(abi_cap), host_abi)
     if abi < 1:
         why = ("Landlock is disabled by the worker option landlock_abi=0" if host_abi >= 1 else
-               "Landlock is not available (Linux >= 5.13 with the landlock LSM enabled is required)")
+               "Landlock is not available: it needs Linux >= 5.13 with 'landlock' in the active security "
+               "modules (cat /sys/kernel/security/lsm; add it with the boot parameter lsm=...,landlock) and, "
+               "in a container, a seccomp profile that lets the landlock_* system calls through "
+               "(docs/operators.md, Kubernetes)")
         raise LandlockError(errno.ENOSYS, why)
     if thread_count() != 1:
         raise LandlockError(errno.EBUSY, "Landlock must be applied before any thread starts")

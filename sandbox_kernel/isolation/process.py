@@ -785,8 +785,11 @@ class WorkerBackend:
     def _refused(self, emit, policy, execution_count, started) -> dict:
         why = self.startup_error or "the sandbox worker could not start"
         message = (f"cells do not run: the '{self.level}' isolation level could not be set up ({why}). "
-                   "Nothing was executed. An operator can fix the host, choose another isolation level, "
-                   "or allow degraded mode (--SandboxKernel.isolation_degraded=True).")
+                   "Nothing was executed. Once the host is fixed, restart the kernel. Until then an operator "
+                   "(not a cell: %sandbox_isolation cannot go below the operator's level) can install the "
+                   "kernelspec with another level, 'python -m sandbox_kernel install --isolation process' "
+                   "(a worker without the OS layers), or let this level run without the missing layer "
+                   "(--SandboxKernel.isolation_degraded=True); docs/isolation.md says what each holds.")
         err = {"ename": "SandboxUnavailable", "evalue": message, "traceback": [f"SandboxUnavailable: {message}"],
                "line": None}
         emit({"type": "error", "ename": err["ename"], "evalue": message, "traceback": err["traceback"],

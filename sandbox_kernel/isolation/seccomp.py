@@ -41,6 +41,7 @@ import errno
 import os
 import socket
 import struct
+import sys
 
 CLONE_THREAD = 0x00010000
 CLONE_NEW_FLAGS = (0x00000080, 0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
@@ -167,9 +168,12 @@ def available() -> tuple[bool, str]:
     try:
         import pyseccomp  # noqa: F401
     except ImportError:
-        return False, "the pyseccomp package is not installed (pip install 'sandbox_kernel[kernel]')"
+        return False, (f"the pyseccomp package is not installed for this Python; install it with "
+                       f"'{sys.executable} -m pip install pyseccomp'")
     except (OSError, RuntimeError) as exc:
-        return False, f"libseccomp cannot be loaded ({exc}); install libseccomp2"
+        return False, (f"libseccomp cannot be loaded ({exc}); install the system's libseccomp (Debian, Ubuntu: "
+                       "apt-get install libseccomp2; Fedora, RHEL: dnf install libseccomp; Alpine: apk add "
+                       "libseccomp)")
     return True, ""
 
 
