@@ -154,6 +154,10 @@ class Worker:
         oslayers.apply_early(record, workdir=workdir["writable"], network=policy.network,
                              extra_read=tuple(init.get("extra_read", ())) + tuple(init.get("extra_sys_path", ())),
                              places=places, landlock_abi=init.get("landlock_abi"))
+        # plotly.io loads nbformat (and through it jsonschema's format checkers, which compile dozens of
+        # grammars: 1-7 s) only for its own notebook renderer, which a worker never uses: fig.show() and
+        # pio.show() are the sandbox's display. Without this the first cell waits for those seconds.
+        sys.modules.setdefault("nbformat", None)
         for mod in init.get("warm", ()):
             try:
                 __import__(mod)
