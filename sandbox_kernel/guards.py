@@ -434,6 +434,31 @@ def _guard_global_enum(fn, gates):
     return runtime_callable(global_enum)
 
 
+def _guard_no_type_check_decorator(fn, gates):
+    """typing.no_type_check_decorator(d) applies typing's own no_type_check to whatever d returns (a library
+    class: its __no_type_check__ and its functions' are written): the guarded no_type_check instead."""
+    no_type_check = gates.guarded(typing.no_type_check, CALL_GUARDS[typing.no_type_check])
+
+    def no_type_check_decorator(decorator):
+        def wrapped_decorator(*args, **kwargs):
+            return no_type_check(decorator(*args, **kwargs))
+        return runtime_callable(wrapped_decorator)
+    no_type_check_decorator.__doc__ = fn.__doc__
+    return runtime_callable(no_type_check_decorator)
+
+
+def _guard_abstract_wrapper(cls, gates):
+    """abc.abstractclassmethod(f) / abstractstaticmethod(f) set f.__isabstractmethod__: only on the cell's
+    functions (a library's would turn abstract in every class that holds it)."""
+    def construct(make, *args, **kwargs):
+        target = args[0] if args else kwargs.get("callable")
+        if not is_sandbox_function(target):
+            gates.deny(CallDenied(f"abc.{cls.__name__}() of a function the cell did not define", "it changes the "
+                                  "function it wraps; only functions defined in the cell may be changed"))
+        return make(*args, **kwargs)
+    return _stand_in_class(cls, construct)
+
+
 def _guard_wraps(fn, gates):
     """functools.wraps(w) returns a decorator that writes onto the function it decorates."""
     def wraps(wrapped, *args, **kwargs):
@@ -631,6 +656,14 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
 if hasattr(enum, "global_enum"):   # 3.11+
     CALL_GUARDS[enum.global_enum] = _guard_global_enum
+# typing's and abc's helpers that write an attribute of their argument (typing.final above)
+for _name, _what in (("dataclass_transform", "class"), ("override", "function")):   # 3.11+, 3.12+
+    if hasattr(typing, _name):
+        CALL_GUARDS[getattr(typing, _name)] = _guard_target_is_sandboxed(_what)
+if hasattr(typing, "no_type_check_decorator"):
+    CALL_GUARDS[typing.no_type_check_decorator] = _guard_no_type_check_decorator
+CALL_GUARDS[abc.abstractclassmethod] = _guard_abstract_wrapper
+CALL_GUARDS[abc.abstractstaticmethod] = _guard_abstract_wrapper
 for _cls, _stand_in in NESTING_STAND_INS.items():
     CALL_GUARDS[_cls] = (lambda s: lambda fn, gates: s)(_stand_in)
 for _function in _SIZED_OPERATOR_FUNCTIONS:

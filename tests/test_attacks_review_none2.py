@@ -36,6 +36,10 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         engine's values are in place only while its cell runs. Sibling: masked_print_option.set_display of
         a cell object whose __str__ is a library callable (a file written when the host prints).
   N2-5  (lesser) `typing.dataclass_transform()(library_class)` writes an attribute of a host class.
+        Closed as typing.final is: handed out guarded (only the cell's classes and functions). Siblings:
+        typing.override (3.12+), typing.no_type_check_decorator (ran typing's unguarded no_type_check on
+        what the decorator returned: DataFrame's __no_type_check__ written), abc.abstractclassmethod and
+        abstractstaticmethod (wrote __isabstractmethod__ on pandas' functions).
   N2-6  a cell's own `__del__`, collected on a kernel thread (exempt from the confinement) while the
         cell runs, runs unconfined: a secret read into the cell, a process run.
 """
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 
 import pytest
@@ -623,8 +628,6 @@ def test_numpy_print_and_error_state_stay_in_the_cell(run):
 
 # --- N2-5: typing helpers that write their argument -----------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="FINDING N2-5 (lesser): typing.dataclass_transform()(cls) sets "
-                                       "cls.__dataclass_transform__ on a library class (typing.final is refused)")
 def test_dataclass_transform_does_not_write_library_classes(run):
     import pandas as pd
     try:
@@ -640,6 +643,41 @@ def test_typing_final_does_not_write_library_classes(run):
     r = run("import typing, pandas as pd\ntyping.final(pd.DataFrame)")
     assert not r.ok and r.error_name == "CallDenied", r
     assert "__final__" not in vars(pd.DataFrame)
+
+
+WRITING_HELPERS = {
+    "dataclass_transform_function": ("typing.dataclass_transform()(pd.read_csv)", "read_csv", "__dataclass_transform__"),
+    "no_type_check_decorator": ("typing.no_type_check_decorator(lambda x: pd.DataFrame)(1)", "DataFrame",
+                                "__no_type_check__"),
+    "abstractclassmethod": ("abc.abstractclassmethod(pd.DataFrame.apply)", "DataFrame.apply", "__isabstractmethod__"),
+    "abstractstaticmethod": ("abc.abstractstaticmethod(pd.read_csv)", "read_csv", "__isabstractmethod__"),
+}
+if sys.version_info >= (3, 12):
+    WRITING_HELPERS["override"] = ("typing.override(pd.DataFrame.apply)", "DataFrame.apply", "__override__")
+
+
+@pytest.mark.parametrize("helper", sorted(WRITING_HELPERS))
+def test_typing_and_abc_helpers_do_not_write_library_objects(run, helper):
+    import functools
+    import pandas as pd
+    call, path, attribute = WRITING_HELPERS[helper]
+    target = functools.reduce(getattr, path.split("."), pd)
+    try:
+        r = run(f"import abc, typing, pandas as pd\n{call}\n")
+        assert not r.ok and r.error_name == "CallDenied", r
+        assert attribute not in vars(target), "a host object was written"
+    finally:   # (a failure must not leave the host's pandas changed for the tests after it)
+        if attribute in vars(target):
+            delattr(target, attribute)
+
+
+def test_the_helpers_still_work_on_the_cells_own_classes_and_functions(run):
+    r = run("import abc, typing\nclass A(abc.ABC):\n    @abc.abstractclassmethod\n    def make(cls):\n        pass\n"
+            "class B(A):\n    @classmethod\n    def make(cls):\n        return 'made'\n"
+            "@typing.dataclass_transform()\nclass Model:\n    pass\n"
+            "@typing.no_type_check_decorator\ndef plain(f):\n    return f\n@plain\ndef g(x: int):\n    return x\n"
+            "print(B.make(), isinstance(A.__dict__['make'], abc.abstractclassmethod), g(2))\n")
+    assert r.ok and r.stdout == "made True 2\n", r
 
 
 # --- attempts that failed (kept as regressions) ---------------------------------------------------------------
