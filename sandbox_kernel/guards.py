@@ -596,6 +596,40 @@ def _guard_copy(fn, gates):
     return runtime_callable(guarded)
 
 
+def _guard_copy_reconstruct() -> None:
+    """The sink of copy's reduction protocol: copy._reconstruct calls what an object's __reduce_ex__ answered
+    and then writes the answered state into whatever that made (y.__dict__.update(state), setattr, items).
+    A reduction is the object's to answer (a cell class's __getattribute__ answers __reduce_ex__; a library
+    deep-copies the cell's objects itself: nested deepcopy, dataclasses.asdict, pandas' attrs on every
+    operation), so while a cell runs what it makes must be an object of the original's own class before any
+    state goes into it: never a module (math.__dict__.update(...)) or another library object."""
+    original = copy._reconstruct
+    if getattr(original, "__st_closed__", False):
+        return
+
+    def _reconstruct(x, memo, func, args, *rest, **kwargs):
+        if cell_is_running():
+            func = functools.partial(_made_like, x, func)
+        return original(x, memo, func, args, *rest, **kwargs)
+    _reconstruct.__st_closed__ = True
+    copy._reconstruct = _reconstruct
+
+
+def _made_like(original, make, *args):
+    made = make(*args)
+    if type(made) is not type(original):
+        exc = genuine(CallDenied(f"a copy of a {type(original).__name__} made as a {type(made).__name__}",
+                                 "a copy is an object of the original's own class (its reduction answered otherwise)"))
+        gates = CURRENT_GATES.get()
+        if gates is not None:
+            gates.deny(exc)
+        raise exc
+    return made
+
+
+_guard_copy_reconstruct()
+
+
 def _guard_consumer(fn, gates):
     """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
     length is charged as ticks before they start, like list() and sum()."""

@@ -680,6 +680,56 @@ def test_the_helpers_still_work_on_the_cells_own_classes_and_functions(run):
     assert r.ok and r.stdout == "made True 2\n", r
 
 
+# --- sibling of N2-1/N2-2 (found in this round): copy's reduction writes a module ------------------------------
+# copy._reconstruct calls what __reduce_ex__ answered and writes the answered state into what it made; a cell
+# class's __getattribute__ answers __reduce_ex__, and libraries deep-copy the cell's objects themselves (the
+# copy guard saw only the outermost object of the cell's own call).
+
+REDUCES_TO_A_MODULE = """\
+import copy, dataclasses, math
+import pandas as pd
+class Evil:
+    def __getattribute__(self, name):
+        if name == "__reduce_ex__":
+            return lambda protocol: (lambda: math, (), {{"tau": 3.0}})
+        return object.__getattribute__(self, name)
+@dataclasses.dataclass
+class Holder:
+    item: object
+{route}
+"""
+
+DEEPCOPY_ROUTES = {
+    "nested_deepcopy": "copy.deepcopy([Evil()])",
+    "dataclasses_asdict": "dataclasses.asdict(Holder(Evil()))",
+    "pandas_attrs": "df = pd.DataFrame({'a': [1]})\ndf.attrs['k'] = Evil()\ndf2 = df + 1",
+}
+
+REPORT_TAU_AND_ERROR = """\
+def probe_host(report):
+    import math
+    report["tau"] = math.tau
+"""
+
+
+@pytest.mark.parametrize("route", sorted(DEEPCOPY_ROUTES))
+def test_a_reduction_cannot_make_a_copy_write_a_module(route):
+    result = run_cell_in_child(REDUCES_TO_A_MODULE.format(route=DEEPCOPY_ROUTES[route]), probe=REPORT_TAU_AND_ERROR,
+                               hard_exit=True, timeout=60)
+    assert result.get("tau") == math.tau, f"host module written: {result}"
+    assert result.get("ename") == "CallDenied", result
+
+
+def test_honest_deep_copies_still_work(run):
+    r = run("import copy, collections, dataclasses, enum, fractions, numpy as np, pandas as pd\n"
+            "@dataclasses.dataclass\nclass P:\n    x: list\nclass C(enum.Enum):\n    A = 1\n"
+            "things = [np.arange(3), pd.DataFrame({'a': [1.5]}), P([1]), C.A, fractions.Fraction(1, 3),\n"
+            "          collections.deque([1]), collections.OrderedDict(a=1), np.float64(2.5), range(3), np.dtype('f8')]\n"
+            "copies = copy.deepcopy(things)\nprint([type(a) is type(b) for a, b in zip(things, copies)].count(True),\n"
+            "      dataclasses.asdict(P([things[0]]))['x'][0].sum(), copy.copy(P([2])).x)\n")
+    assert r.ok and r.stdout == "10 3 [2]\n", r
+
+
 # --- attempts that failed (kept as regressions) ---------------------------------------------------------------
 
 def test_class_statement_cannot_name_its_module(run):
