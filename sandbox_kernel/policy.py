@@ -289,6 +289,10 @@ _DATA_OBJECT_DENY = (
     "numpy.DataSource", "numpy.ndarray.ctypes", "numpy.lib.stride_tricks.as_strided",
     # foreign-function handles of a bit generator's state (ctypes: CFUNCTYPE, from_address; cffi: an FFI)
     "numpy.random.BitGenerator.ctypes", "numpy.random.BitGenerator.cffi",
+    # plotly's import helpers import any module by the caller's name and hand back it or its attributes
+    # (relative_import('x', [], ['ctypes.CDLL']) gave a cell ctypes.CDLL)
+    "plotly.relative_import", "_plotly_utils.importers.relative_import", "plotly.optional_imports.get_module",
+    "_plotly_utils.optional_imports.get_module",
     # evaluates a string in its caller's globals
     "numpy.bmat",
     # import a module named by a string and write C-level docstrings into the host's objects

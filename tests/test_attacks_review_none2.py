@@ -458,6 +458,35 @@ def test_type_hands_out_a_class_as_its_dunder_would(run):
     assert r.ok and r.stdout == "int Series True True\n", r
 
 
+# Sibling (found in this round): a granted library's import helpers import any module by the caller's name
+# and hand back the module or one of its attributes, past every gate (a call's result is not an attribute
+# read): plotly.relative_import('x', [], ['ctypes.CDLL']) gave a cell ctypes.CDLL, and CDLL(None)['system']
+# ran a process.
+
+IMPORT_HELPER_ROUTES = {
+    "plotly_relative_import": ("import plotly\nhelper = plotly.relative_import", "relative"),
+    "importers_relative_import": ("import _plotly_utils.importers as importers\nhelper = importers.relative_import",
+                                  "relative"),
+    "optional_imports_get_module": ("import plotly.optional_imports as optional\nhelper = optional.get_module", "module"),
+    "from_import": ("from _plotly_utils.optional_imports import get_module as helper", "module"),
+}
+IMPORT_HELPER_USES = {
+    # CDLL(None)['system'] is a pointer to libc's system(): item access, no attribute read to gate
+    "relative": "_, get, _ = helper('x', [], ['ctypes.CDLL'])\nget('CDLL')(None)['system'](b'id > {marker}')",
+    # the module itself: held by the cell, handed to the next library that reads it
+    "module": "held = helper('os')\nprint(held)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(IMPORT_HELPER_ROUTES))
+def test_import_helpers_that_take_the_callers_module_name_are_refused(run, outside, route):
+    marker = outside / f"pwned-by-{route}"
+    setup, use = IMPORT_HELPER_ROUTES[route]
+    r = run(f"{setup}\n{IMPORT_HELPER_USES[use].format(marker=marker)}\n")
+    assert not r.ok and r.error_name == "AttributeDenied" and r.error_line <= 2, r
+    assert not marker.exists() and "<module 'os'" not in r.stdout
+
+
 # --- N2-4: process-wide library registries run the cell's callables in the host ----------------------------
 
 PANDAS_FLOAT_FORMAT = """\
