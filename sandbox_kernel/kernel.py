@@ -685,7 +685,7 @@ class SandboxKernel(IPythonKernel):
             elif control.name == "sandbox_isolation":
                 notes.append(self._isolation_magic(control))
             elif control.name == "sandbox_status":
-                notes.append(self._status_text(policy))
+                notes.append(self._status_text(policy, control))
             elif control.name == "sandbox_audit":
                 notes.append(self._audit_text())
             self._audit_event("magic", magic=("%%" if control.cell else "%") + control.name,
@@ -734,32 +734,61 @@ class SandboxKernel(IPythonKernel):
         return (f"isolation: {level}. The namespace starts fresh: variables from the '{previous}' level "
                 f"are not carried over.\n")
 
-    def _status_text(self, policy: Policy) -> str:
-        try:
-            status = self.backend.status()
-        except Exception as exc:
-            status = {"error": f"{type(exc).__name__}: {exc}"}
+    def _status_text(self, policy: Policy, control: Control) -> str:
+        """A short summary for people; ``--json``: every detail (the OS layers' rules, the worker's
+        record) as one JSON document."""
+        args = control.args.split()
+        if args not in ([], ["--json"]):
+            raise MagicError(f"%sandbox_status takes no argument but --json, not {control.args[:100]!r}",
+                             target="%sandbox_status", rule="usage", line=control.line)
+        status = self._backend_status()
+        layers = status.get("os_layers") or {}
+        worker = status.get("worker")
+        self_audit = (self._startup_audit.status_line() if self._startup_audit is not None else
+                      "self-audit: not run by this kernel (--SandboxKernel.audit_on_start=True, or python -m "
+                      "sandbox_kernel audit)")
+        if args == ["--json"]:
+            detail = {"policy": policy.name, "ceiling": self.ceiling.name, "limits": dataclasses.asdict(policy.limits),
+                      "files": bool(policy.files), "network": bool(policy.network),
+                      "isolation": self.current_isolation, "isolation_floor": self.isolation_floor,
+                      "protection": _protection(self.current_isolation, layers), "os_layers": layers,
+                      "worker": worker, "output_caps": {"text_bytes": self.output_filter.text_bytes,
+                                                         "display_bytes": self.output_filter.rich_bytes},
+                      "denials": len(self._audit), "kernel_process": getattr(self, "process_protection", None),
+                      "self_audit": self_audit, "files_off": self.files_off_reason, "error": status.get("error")}
+            return json.dumps(detail, indent=1, default=str) + "\n"
+        summary = {k: layers.get(k) for k in ("level", "active", "failed", "degraded") if k in layers}
         lines = [f"policy: {policy.name} (ceiling: {self.ceiling.name})",
                  f"limits: {describe_limits(policy.limits)}",
                  f"files: {'working directory only' if policy.files else 'off'}; "
                  f"network: {'on' if policy.network else 'off'}",
                  f"isolation: {self.current_isolation} (weakest allowed: {self.isolation_floor})",
-                 f"protection: {_protection(self.current_isolation, status.get('os_layers'))}",
-                 f"os layers: {_describe_layers(status.get('os_layers'))}",
-                 f"os layer details: {json.dumps(status.get('os_layers') or {}, default=str)}",
-                 f"worker: {json.dumps(status.get('worker'), default=str)}",
+                 f"protection: {_protection(self.current_isolation, layers)}",
+                 f"os layers: {_describe_layers(layers)}",
+                 f"os layer details: {json.dumps(summary, default=str)}",
+                 f"worker: {json.dumps(_worker_summary(worker), default=str)}",
                  f"output caps: text {self.output_filter.text_bytes:,} bytes, "
                  f"display {self.output_filter.rich_bytes:,} bytes per cell",
                  f"denials so far: {len(self._audit)}",
                  f"kernel process: {_describe_protection(getattr(self, 'process_protection', None))}",
-                 self._startup_audit.status_line() if self._startup_audit is not None else
-                 "self-audit: not run by this kernel (--SandboxKernel.audit_on_start=True, or python -m "
-                 "sandbox_kernel audit)"]
+                 self_audit]
         if "error" in status:
             lines.append(f"backend: {status['error']}")
         if self.files_off_reason:
             lines.append(f"note: {self.files_off_reason}")
+        lines.append("every detail (each layer's rules, the worker's record): %sandbox_status --json")
         return "\n".join(lines) + "\n"
+
+    def _backend_status(self) -> dict:
+        """The backend's status once its worker has started (or failed to): a worker still starting has
+        no layers yet, and 'active: none' would misreport them."""
+        try:
+            wait_ready = getattr(self.backend, "wait_ready", None)
+            if wait_ready is not None:
+                wait_ready()
+            return self.backend.status()
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def _audit_text(self) -> str:
         if not self._audit:
@@ -943,6 +972,13 @@ def _describe_layers(layers) -> str:
     active = ", ".join(layers.get("active") or []) or "none"
     failed = ", ".join(str(f) for f in layers.get("failed") or []) or "none"
     return f"active: {active}; failed: {failed}; degraded: {'yes' if layers.get('degraded') else 'no'}"
+
+
+def _worker_summary(worker) -> dict | None:
+    """What a person reads of the worker's record (%sandbox_status --json has all of it)."""
+    if not isinstance(worker, dict):
+        return worker
+    return {k: worker.get(k) for k in ("pid", "state", "error", "cells", "restarts", "spare") if k in worker}
 
 
 def _describe_protection(protection) -> str:
