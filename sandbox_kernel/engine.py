@@ -87,6 +87,9 @@ class Engine:
 
     def run_cell(self, source: str, *, emit: Emit, policy: Policy | None = None, limits: Limits | None = None,
                  execution_count: int | None = None) -> dict:
+        """Runs one cell; returns its done summary. Never raises for anything the cell did: whatever escapes
+        the engine's own finishing of the cell (a limit's alarm landing in the runtime's code, a bug) becomes
+        the cell's error report. Only a failure of the caller's own ``emit`` is raised, without any chain."""
         policy = policy or self.policy
         limits = limits or policy.limits
         new_cell()
@@ -103,22 +106,36 @@ class Engine:
         # The cell runs in the engine's own Context; its events are delivered in the caller's (the
         # kernel keys its parent message header on a ContextVar).
         caller = contextvars.copy_context()
-        streams = self._streams = OutputStreams(_deliver_once(caller, emit, sys.stdout, sys.stderr),
+        caller_failures: list = []
+        streams = self._streams = OutputStreams(_deliver_once(caller, emit, sys.stdout, sys.stderr, caller_failures),
                                                 limits.output_bytes)
         self._emit = streams.emit_event
         started = time.monotonic()
-        error = None
-        result_before = self.namespace.get("result")
+        caller_failure = None
+        try:
+            report = self._run(source, filename, policy, limits, streams)
+        except BaseException as escaped:  # noqa: B902 - see the docstring; `escaped` is never looked into
+            if any(escaped is failure for failure in caller_failures):
+                caller_failure = escaped
+            else:
+                report = self._failure_report()
+        if caller_failure is not None:
+            _EXC_CONTEXT.__set__(caller_failure, None)   # it may have been raised while a cell's was handled
+            raise caller_failure
+        return self._done(started, policy, report, streams)
 
+    def _run(self, source: str, filename: str, policy: Policy, limits: Limits, streams) -> dict | None:
+        """Compiles and runs the cell; returns its error report (None: it ended well)."""
+        result_before = self.namespace.get("result")
         try:
             compiled = self._compile(source, filename, "exec")
         except (SyntaxError, ValidationDenied) as exc:
-            error = self._report(exc, source)
-            return self._done(started, policy, error, streams)
+            return self._report(exc, source)
 
         body, last = compiled
         error, tripped = self._context.run(self._execute, body, last, policy, limits, streams, result_before)
-        # From here on `error` is ours or a CellError (plain data): nothing of the cell's runs any more.
+        # From here on `error` is ours or a CellError (plain data): nothing of the cell's runs any more, and
+        # the alarm is off.
         if tripped is not None and not isinstance(error, LimitExceeded):
             error = tripped   # the cell swallowed its limit; it still ended because of it
         elif error is not None and issubclass(_kind(error), MemoryError) and self.budget.numpy_refused:
@@ -128,9 +145,37 @@ class Engine:
             error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
         if error is not None and issubclass(_kind(error), KeyboardInterrupt):
             error = _as_cancel(error, policy)
+        for own in (tripped, error):
+            if own is not None and type(own) is not CellError:
+                _drop_chain(own)   # a limit re-raised in the cell's except/finally chains to the cell's exceptions
         report = self._report(error, source) if error is not None else None
         streams.close()
-        return self._done(started, policy, report, streams)
+        return report
+
+    def _failure_report(self) -> dict:
+        """The report of a cell whose finishing failed in the engine's own code. What failed is not looked
+        at (it may be the cell's exception, or chain to it); a limit that tripped is named, as the cell
+        ended because of it."""
+        try:
+            if self.budget.running:
+                self.budget.stop()
+        except BaseException:  # noqa: B902 - stop() disarms first; the report below still goes out
+            pass
+        message = "the sandbox failed while it finished this cell"
+        limit = self.budget.tripped
+        if limit is not None:
+            detail = limit.detail if type(limit.detail) is str else ""
+            message += f"; the cell had reached its {type(limit).__name__} ({detail})"
+        report = {"ename": "SandboxInternalError", "evalue": message,
+                  "traceback": [f"SandboxInternalError: {message}"], "line": None}
+        try:
+            if self._streams is not None:
+                self._streams.close()
+            self._emit({"type": "error", "ename": report["ename"], "evalue": message,
+                        "traceback": report["traceback"], "denial": None})
+        except BaseException:  # noqa: B902 - the done summary still carries the error
+            pass
+        return report
 
     def _execute(self, body, last, policy: Policy, limits: Limits, streams, result_before):
         """Runs in the engine's own contextvars.Context: ContextVars a cell sets (decimal's context,
@@ -139,8 +184,11 @@ class Engine:
         error = None
         files = confine.ConfinedFiles(self.workdir, self.gates.deny) if policy.files else confine.NoFiles(self.gates.deny)
         tokens = confine.enter(files, policy.network, self.gates.deny)
-        saved_streams = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = streams.stdout, streams.stderr
+        # The interpreter reports what a cell's finalizer raises through sys.unraisablehook, on the cell's
+        # time: CPython's own hook prints it to the cell's stderr; a host's (pytest keeps the exception and
+        # formats it later) would hold the cell's object past the cell and run Python code under its alarm.
+        saved_streams = sys.stdout, sys.stderr, sys.unraisablehook
+        sys.stdout, sys.stderr, sys.unraisablehook = streams.stdout, streams.stderr, sys.__unraisablehook__
         self.budget.on_alarm = streams.flush_if_due
         self.budget.start(ticks=limits.ticks, timeout=limits.timeout, memory_mb=limits.memory_mb,
                           policy_name=policy.name, memory_baseline=self._rss_baseline)
@@ -155,21 +203,33 @@ class Engine:
                         self._emit({"type": "result", "data": data, "metadata": {}})
                 self._seed002_result(result_before, limits)
             except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
-                error = exc
-                if issubclass(type(exc), StopIteration) and self.budget.chain_lost():
-                    error = RecursionError("maximum recursion depth exceeded")
-                    error.__traceback__ = _traceback_of(exc)
-                error = self._captured(error)   # inside the limits and the confinement, like the cell
+                error = self._ended_with(exc)
         finally:
             # each step on its own, so that none can stop the next one from restoring the host
             try:
                 tripped = self.budget.stop()
             finally:
                 try:
-                    sys.stdout, sys.stderr = saved_streams
+                    sys.stdout, sys.stderr, sys.unraisablehook = saved_streams
                 finally:
                     confine.leave(tokens)
         return error, tripped
+
+    def _ended_with(self, exc: BaseException):
+        """The exception the cell ended with, captured (see _captured) while its limits still hold. The
+        alarm can land in the runtime's own code here and raise the limit that tripped (denials.py is not
+        a teardown file): the cell ended because of that limit, which run_cell then reports. Anything else
+        that escapes is the runtime's own failure; neither is looked into (it may chain to the cell's)."""
+        try:
+            error = exc
+            if issubclass(type(exc), StopIteration) and self.budget.chain_lost():
+                error = RecursionError("maximum recursion depth exceeded")
+                error.__traceback__ = _traceback_of(exc)
+            return self._captured(error)   # inside the limits and the confinement, like the cell
+        except BaseException as escaped:  # noqa: B902 - only identity is asked of it, in this file's frame
+            if escaped is self.budget.tripped:
+                return escaped
+            return CellError(SandboxInternalError, "the sandbox failed while it recorded the cell's error", None)
 
     def _captured(self, exc: BaseException):
         """The exception the cell ended with, as the engine keeps it once the cell is over: the runtime's
@@ -748,10 +808,11 @@ def _drive(coro):
         return stop.value
 
 
-def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_stderr) -> Emit:
+def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_stderr, failures: list) -> Emit:
     """Events delivered in the caller's Context, with the host's own sys.stdout/sys.stderr: what the
     host writes while it handles an event (the kernel logs its errors to sys.stderr) is not the cell's
-    output, and must neither re-enter the delivery nor be published as the cell's text."""
+    output, and must neither re-enter the delivery nor be published as the cell's text. What the
+    caller's emit raises is kept in `failures` (run_cell raises it rather than report it as the cell's)."""
     busy = [False]
 
     def deliver(event):
@@ -762,6 +823,9 @@ def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_std
         sys.stdout, sys.stderr = host_stdout, host_stderr
         try:
             caller.run(emit, event)
+        except BaseException as failure:  # noqa: B902 - kept by identity only, then raised on
+            failures.append(failure)
+            raise
         finally:
             sys.stdout, sys.stderr = cell_streams
             busy[0] = False
@@ -786,7 +850,20 @@ class CellError(Exception):
         self.__traceback__ = traceback
 
 
+class SandboxInternalError(Exception):
+    """The engine's own finishing of a cell failed (not the cell's code); reported as the cell's error."""
+
+
 _EXC_TRACEBACK = BaseException.__dict__["__traceback__"]
+_EXC_CONTEXT = BaseException.__dict__["__context__"]
+_EXC_CAUSE = BaseException.__dict__["__cause__"]
+
+
+def _drop_chain(exc: BaseException) -> None:
+    """One of the runtime's own exceptions forgets the exceptions it was raised during (the cell's): after
+    the cell nothing may walk to them (a traceback printer asks each for __notes__, its message ...)."""
+    _EXC_CONTEXT.__set__(exc, None)
+    _EXC_CAUSE.__set__(exc, None)
 
 
 def _traceback_of(exc: BaseException):

@@ -148,24 +148,41 @@ class Budget:
         self._arm_alarm()
 
     def stop(self) -> LimitExceeded | None:
-        """Disarm and return the limit that tripped during the cell, if any."""
-        self._ticks_final = self.ticks_used()
-        self.running = False        # first: an alarm that fires from here on does nothing
+        """Disarm and return the limit that tripped during the cell, if any. Every step runs even when one
+        before it fails (that failure is raised afterwards): the alarm must stop, and the tick refuse, between
+        cells whatever happened."""
+        try:
+            self._ticks_final = self.ticks_used()
+        finally:
+            self.running = False        # first: an alarm that fires from here on does nothing
+        failure = None
+        for step in (self._disarm_alarm, self._idle, self._release_numpy, self._final_memory_check,
+                     self._restore_host_warnings):
+            try:
+                step()
+            except BaseException as exc:  # noqa: B902 - the runtime's own failure, raised once all steps ran
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return self.tripped
+
+    def _release_numpy(self) -> None:
         if _numpyguard is not None:
             self.numpy_refused = _numpyguard.refused()
             _numpyguard.set_limit(0, 0)
             if hasattr(_numpyguard, "set_cell_running"):
                 _numpyguard.set_cell_running(False)
+
+    def _final_memory_check(self) -> None:
+        """A cell short enough to finish between two samples still ends over its limit."""
         if self.tripped is None and self.memory_limit is not None \
                 and resident_bytes() - self.rss_start > self.memory_limit:
-            # a cell short enough to finish between two samples still ends over its limit
             self.tripped = genuine(MemoryLimitExceeded(
                 f"memory limit exceeded: {self.memory_limit // (1024 * 1024)} MB (policy '{self.policy_name}')",
                 policy=self.policy_name))
-        self._disarm_alarm()
-        self._idle()
+
+    def _restore_host_warnings(self) -> None:
         self._swap_warnings(cell=False)
-        return self.tripped
 
     def _swap_warnings(self, cell: bool) -> None:
         """Install the cell's warnings filters (cell=True) or put the host's back, keeping the cell's."""
@@ -333,9 +350,11 @@ class Budget:
     def _disarm_alarm(self):
         if not self._alarm_armed:
             return
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
-        signal.signal(signal.SIGALRM, self._old_alarm or signal.SIG_DFL)
         self._alarm_armed = False
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        finally:
+            signal.signal(signal.SIGALRM, self._old_alarm or signal.SIG_DFL)
 
     on_alarm = None   # the engine's hook (sends output a quiet cell printed earlier)
 

@@ -117,27 +117,24 @@ def test_time_limit_survives_bare_except_and_swallowing_exit(engine):
         "        pass\n"
         "after = 'reached'\n"
     )
-    t0 = time.monotonic()
     _, done = run(engine, src, limits=_tight(engine, timeout=0.5, ticks=None))
-    assert time.monotonic() - t0 < 5
     assert done["error"]["ename"] == "TimeLimitExceeded"
+    assert done["denials"][-1]["kind"] == "limit" and done["denials"][-1]["target"] == "timeout"
     # the limit tripped even though __exit__ swallowed it: the cell is reported as ended by it
 
 
 def test_finally_that_loops_cannot_outlive_the_limit(engine):
     src = "try:\n    while True: pass\nfinally:\n    while True: pass"
-    t0 = time.monotonic()
     _, done = run(engine, src, limits=_tight(engine, timeout=0.5, ticks=None))
-    assert time.monotonic() - t0 < 5 and done["error"]["ename"] == "TimeLimitExceeded"
+    assert done["error"]["ename"] == "TimeLimitExceeded", done["error"]
+    assert done["denials"][-1]["kind"] == "limit" and done["denials"][-1]["target"] == "timeout", done
 
 
 def test_cancel_from_another_thread(engine):
     timer = threading.Timer(0.3, engine.cancel)
     timer.start()
-    t0 = time.monotonic()
     _, done = run(engine, "n = 0\nwhile True:\n    n += 1", limits=_tight(engine, timeout=30, ticks=None))
-    assert time.monotonic() - t0 < 3
-    assert done["error"]["ename"] == "Cancelled"
+    assert done["error"]["ename"] == "Cancelled"   # not its 30 s time limit
     assert engine.namespace["n"] > 0
 
 
@@ -158,15 +155,19 @@ def test_output_cap_keeps_head_and_tail(engine):
 
 
 def test_streams_arrive_while_the_cell_runs(engine):
+    """The host gets 'early' while the cell sleeps: it cancels the cell on seeing it, and 'late' never comes
+    (output held until the end would arrive after the cell, too late to cancel it). The sleep is the give-up."""
     seen = []
 
     def emit(event):
-        seen.append((time.monotonic(), event))
+        seen.append(event)
+        if event["type"] == "stream" and "early" in event["text"]:
+            engine.cancel()
 
-    t0 = time.monotonic()
-    engine.run_cell("import time\nprint('early')\ntime.sleep(0.4)\nprint('late')", emit=emit)
-    first = next(t for t, e in seen if e["type"] == "stream" and "early" in e["text"])
-    assert first - t0 < 0.3
+    done = engine.run_cell("import time\nprint('early')\ntime.sleep(20)\nprint('late')", emit=emit,
+                           limits=_tight(engine, timeout=60))
+    assert done["error"]["ename"] == "Cancelled", done["error"]
+    assert done["output"] == "early\n" and stdout(seen) == "early\n"
 
 
 def test_seed002_result_convention(engine):
@@ -305,3 +306,74 @@ def test_an_emit_that_writes_to_the_cells_streams_does_not_reenter(engine):
     assert done["status"] == "ok"
     assert [e["type"] for e in seen] == ["stream", "display"]
     assert not any("host-side" in (e.get("text") or "") for e in seen)
+
+
+# --- whatever escapes the engine's own finishing of a cell is reported, never raised ---------------------
+# CI under load: a limit's alarm landed in denials.py while the engine recorded the cell's exception (the
+# runtime's own code, but not one of its teardown files), the limit escaped run_cell with the cell's
+# ~940-deep exception chain as its __context__, and pytest's report of it hit RecursionError. The slow
+# is_genuine below stands in for an alarm that lands there.
+
+def _alarm_lands_in_is_genuine(monkeypatch, engine):
+    """engine_module.is_genuine, while a cell runs, waits for the alarm (up to 2 s) in a frame of this file;
+    returns the list of what the alarm raised there."""
+    import sandbox_kernel.engine as engine_module
+
+    real, landed = engine_module.is_genuine, []
+
+    def waits_for_the_alarm(exc):
+        if engine.budget.running:
+            try:
+                for _ in range(40):
+                    time.sleep(0.05)
+            except BaseException as raised:  # noqa: B902 - recorded, then let through as the alarm meant
+                landed.append(type(raised).__name__)
+                raise
+        return real(exc)
+
+    monkeypatch.setattr(engine_module, "is_genuine", waits_for_the_alarm)
+    return landed
+
+
+def test_a_limit_raised_while_the_engine_records_the_error_is_the_cells_report(engine, monkeypatch):
+    import signal
+
+    landed = _alarm_lands_in_is_genuine(monkeypatch, engine)
+    events, done = run(engine, "try:\n    raise ValueError('cell')\nfinally:\n    while True:\n        pass\n",
+                       limits=_tight(engine, ticks=100_000))
+    assert landed == ["TickLimitExceeded"], "the alarm did not land in the engine's own code"
+    assert done["error"]["ename"] == "TickLimitExceeded" and done["denials"][-1]["kind"] == "limit", done
+    assert [e["ename"] for e in events if e["type"] == "error"] == ["TickLimitExceeded"]
+    tripped = engine.budget.tripped
+    assert tripped.__context__ is None and tripped.__cause__ is None, "the limit still chains to the cell's"
+    assert not engine.budget.running and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    monkeypatch.undo()
+    assert run(engine, "print('next')")[1]["output"] == "next\n"
+
+
+def test_a_failure_in_the_engines_finishing_is_an_internal_error_report(engine, monkeypatch):
+    def fails(*args):
+        raise RuntimeError("a bug in the engine's report")
+
+    monkeypatch.setattr(engine, "_report", fails)
+    events, done = run(engine, "x = 1\n1 / 0")
+    assert done["status"] == "error" and done["error"]["ename"] == "SandboxInternalError", done
+    assert [e["ename"] for e in events if e["type"] == "error"] == ["SandboxInternalError"]
+    _, done = run(engine, "while True:\n    pass", limits=_tight(engine, ticks=50_000))
+    assert done["error"]["ename"] == "SandboxInternalError" and "TickLimitExceeded" in done["error"]["evalue"]
+    monkeypatch.undo()
+    assert run(engine, "x + 1")[0][-1]["data"]["text/plain"] == "2"
+
+
+def test_a_failure_of_the_callers_emit_is_raised_without_the_cells_chain(engine):
+    class HostDown(Exception):
+        pass
+
+    def emit(event):
+        if event["type"] == "error":
+            raise HostDown("the caller's channel is gone")
+
+    with pytest.raises(HostDown) as raised:
+        engine.run_cell("try:\n    raise ValueError('cell')\nexcept ValueError:\n    1 / 0\n", emit=emit)
+    assert raised.value.__context__ is None
+    assert run(engine, "print('next')")[1]["output"] == "next\n"
