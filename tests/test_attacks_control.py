@@ -4,7 +4,7 @@ code that runs after its cell runs without power."""
 from __future__ import annotations
 
 import sys
-import time
+import threading
 
 import pytest
 
@@ -63,6 +63,10 @@ def test_base_exception_is_not_reachable(sandbox, base):
     assert b is None or b is not BaseException, r
 
 
+# A cell with a 1 s limit that ends because of it: the bound is generous (load on the machine may stretch
+# the cell's run, not by ten times), its point is that the limit, not something later, ended the cell.
+CELL_ENDED_BY_LIMIT_MS = 10_000
+
 # except* is Python 3.11 syntax.
 NEEDS_PYTHON = {"except-star": (3, 11), "except-star-exception": (3, 11)}
 
@@ -75,12 +79,11 @@ def test_limit_cannot_be_swallowed(sandbox, name):
     # get BaseException the one way that currently works, so the swallowers are as strong as possible
     sandbox.run("B = Exception\n" + GET_BASE["match-mro"])
     sandbox.run("keep = 'bound before'")
-    t0 = time.monotonic()
     r = sandbox.run("before = 1\n" + SWALLOWERS[name], timeout=1.0, ticks=2_000_000)
-    elapsed = time.monotonic() - t0
     assert not r.ok, r
     assert r.error_name in LIMIT_ERRORS or r.error_name == "RecursionError", r
-    assert elapsed < 6, f"the cell ran {elapsed:.1f}s past a 1s limit"
+    # the engine's own clock: a swallowed limit would run on until something else ended the cell
+    assert r.done["elapsed_ms"] < CELL_ENDED_BY_LIMIT_MS, r.done["elapsed_ms"]
     if r.error_name in LIMIT_ERRORS:
         assert r.denied("limit"), r
         assert "limit" in r.error_value
@@ -112,25 +115,36 @@ def test_swallowed_limit_still_reported(sandbox):
 
 
 def test_cancel_from_another_thread(sandbox):
-    import threading
     timer = threading.Timer(0.3, sandbox.engine.cancel)
     timer.start()
-    t0 = time.monotonic()
-    r = sandbox.run("x = 0\nwhile True:\n    try:\n        x += 1\n    except:\n        pass\n", timeout=10)
+    r = sandbox.run("x = 0\nwhile True:\n    try:\n        x += 1\n    except:\n        pass\n", timeout=30)
     timer.join()
-    assert time.monotonic() - t0 < 3
+    # the cancellation ended the cell (not its 30 s time limit), past the bare except
     assert r.error_name in ("Cancelled", "KeyboardInterrupt"), r
+    assert r.denied("limit"), r
     assert sandbox.run("print('alive')").stdout == "alive\n"
+
+
+def _collect_or_fail(why: str, drop=(), give_up: float = 30.0) -> None:
+    """Drops the entries `drop` ((namespace, name) pairs) and runs gc.collect() on a thread of the host's (a finalizer
+    of the cell's runs there); a finalizer that loops instead of being refused never returns, so the wait
+    gives up with `why` (the loop stays behind on its daemon thread, the test fails)."""
+    def release():
+        for ns, name in drop:
+            del ns[name]
+        gc.collect()
+
+    collector = threading.Thread(target=release, daemon=True)
+    collector.start()
+    collector.join(give_up)
+    assert not collector.is_alive(), f"{why}: gc.collect() had not returned after {give_up:g} s"
 
 
 def test_del_after_cell_does_not_run_sandbox_code(sandbox, capsys):
     r = sandbox.run("log = []\nclass D:\n    def __del__(self):\n        log.append('ran')\n"
                     "        while True:\n            pass\nd = D()\n")
     assert r.ok
-    t0 = time.monotonic()
-    del sandbox.ns["d"]
-    gc.collect()
-    assert time.monotonic() - t0 < 2, "a __del__ kept the host busy after the cell"
+    _collect_or_fail("a __del__ kept the host busy after the cell", drop=[(sandbox.ns, "d")])
     assert sandbox.ns["log"] == [], "sandbox code ran outside a cell"
 
 
@@ -138,9 +152,7 @@ def test_generator_finalizer_after_cell_does_not_loop(sandbox):
     r = sandbox.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\n"
                     "class C:\n    pass\nc = C()\nc.me = c\nc.g = g()\nnext(c.g)\ndel c\n")
     assert r.ok, r
-    t0 = time.monotonic()
-    gc.collect()
-    assert time.monotonic() - t0 < 2
+    _collect_or_fail("a generator's finally kept the host busy after the cell")
 
 
 def test_generator_finally_after_cell_is_confined(sandbox, outside):

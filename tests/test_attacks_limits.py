@@ -8,13 +8,18 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from childcell import TIGHT, run_cell_in_child
+from childcell import GIVE_UP, TIGHT, ended_near_its_limit, run_cell_in_child
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def ended_by_its_limit(r, limit_s: float) -> bool:
+    """The engine's own clock says the cell ended near its time limit, not after a computation the limit
+    could not interrupt: ten times the limit, so that a loaded machine does not matter."""
+    return r.done["elapsed_ms"] < 10 * limit_s * 1000
 
 # The four the issue names, plus their relatives. Each must be refused before it starts.
 HUGE_VALUES = [
@@ -74,11 +79,9 @@ HUGE_VALUES = [
 @pytest.mark.parametrize("src", HUGE_VALUES)
 def test_huge_value_refused_quickly(sandbox, src):
     sandbox.run("kept = 'yes'")
-    t0 = time.monotonic()
     r = sandbox.run(src, timeout=2.0, ticks=10**7)
-    elapsed = time.monotonic() - t0
     assert not r.ok, r
-    assert elapsed < 5, f"took {elapsed:.1f}s against a 2s limit"
+    assert ended_by_its_limit(r, 2.0), r.done["elapsed_ms"]
     assert r.error_name in ("SizeDenied", "TickLimitExceeded", "TimeLimitExceeded", "MemoryLimitExceeded",
                             "ValueError", "MemoryError", "AttributeDenied", "OverflowError"), r
     assert sandbox.ns.get("kept") == "yes"
@@ -130,17 +133,15 @@ def test_loops_end_with_the_tick_limit_and_keep_state(sandbox):
 def test_comprehension_and_generator_loops_tick(run):
     for src in ("x = [0 for _ in iter(int, 1)]", "x = sum(1 for _ in iter(int, 1))",
                 "x = {k: 0 for k in iter(int, 1)}", "x = list(map(lambda v: v, (0 for _ in iter(int, 1))))"):
-        t0 = time.monotonic()
         r = run(src, ticks=100_000, timeout=2)
         assert not r.ok and r.error_name in ("TickLimitExceeded", "TimeLimitExceeded"), (src, r)
-        assert time.monotonic() - t0 < 4
+        assert r.denied("limit"), (src, r)
 
 
 def test_output_flood_is_capped(sandbox):
     cap = 20_000
-    t0 = time.monotonic()
     r = sandbox.run("while True:\n    print('x' * 1000)\n", timeout=1.0, output_bytes=cap)
-    assert time.monotonic() - t0 < 4
+    assert ended_by_its_limit(r, 1.0), r.done["elapsed_ms"]
     assert not r.ok and r.error_name in ("TimeLimitExceeded", "TickLimitExceeded"), r
     total = sum(len(e["text"]) for e in r.events if e["type"] == "stream")
     assert total < cap + 500, total
@@ -162,68 +163,69 @@ def test_huge_result_repr_is_capped(run):
 
 
 def test_time_sleep_is_interrupted(run):
-    t0 = time.monotonic()
     r = run("import time\ntime.sleep(60)", timeout=0.5)
-    assert time.monotonic() - t0 < 3
-    assert r.error_name == "TimeLimitExceeded", r
+    assert r.error_name == "TimeLimitExceeded" and r.denied("limit"), r
+    assert r.done["elapsed_ms"] < 30_000, "the sleep ran to its end before the limit was noticed"
 
 
 def test_memory_limit(run):
-    t0 = time.monotonic()
     r = run("chunks = []\nwhile True:\n    chunks.append('a' * 10_000_000)\n", memory_mb=200, timeout=10)
-    assert time.monotonic() - t0 < 10
+    # the memory limit ended the cell, not its time limit
     assert not r.ok and r.error_name in ("MemoryLimitExceeded", "SizeDenied", "MemoryError"), r
     assert "memory" in r.error_value.lower() or "large" in r.error_value.lower()
 
 
 def test_catastrophic_regex_is_interrupted(run):
-    t0 = time.monotonic()
     r = run("import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')", timeout=1)
-    assert time.monotonic() - t0 < 4
-    assert r.error_name == "TimeLimitExceeded", r
+    assert r.error_name == "TimeLimitExceeded" and r.denied("limit"), r
+    # (a+)+$ on 41 characters runs for hours: the limit stopped it, the match did not end by itself
+    assert ended_by_its_limit(r, 1.0), r.done["elapsed_ms"]
 
 
 # --- attacks that may hang the process: a child process with a hard timeout ------------------------
 
-def _run_child(src: str, hard_timeout: float = 3.0):
-    t0 = time.monotonic()
+def _run_child(src: str, hard_timeout: float = GIVE_UP):
+    """The child's report, or None when it was still running after `hard_timeout` seconds."""
     try:
-        result = run_cell_in_child(src, limits=TIGHT, timeout=hard_timeout,
-                                   rlimits={"RLIMIT_AS": 4 << 30})   # protects the test host from runaway children
+        return run_cell_in_child(src, limits=TIGHT, timeout=hard_timeout, report=("status", "ename", "elapsed_ms"),
+                                 rlimits={"RLIMIT_AS": 4 << 30})   # protects the test host from runaway children
     except subprocess.TimeoutExpired:
-        return None, time.monotonic() - t0
-    return result, time.monotonic() - t0
+        return None
+
+
+HUNG = f"the process hung past the limit (no report after {GIVE_UP:g} s)"
 
 
 def test_child_harness_reports_a_limit():
-    result, elapsed = _run_child("while True:\n    pass\n")
-    assert result == {"status": "error", "ename": "TimeLimitExceeded"} or result["ename"] == "TickLimitExceeded"
-    assert elapsed < 6
+    result = _run_child("while True:\n    pass\n")
+    assert result is not None, HUNG
+    assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded"), result
+    assert ended_near_its_limit(result), result
 
 
 @pytest.mark.parametrize("src", ["sum(iter(int, 1))", "import collections\ncollections.deque(iter(int, 1), maxlen=0)"])
 def test_c_level_endless_loop_ends(src):
-    result, elapsed = _run_child(src)
-    assert result is not None, f"the process hung past the limit ({elapsed:.1f}s)"
+    result = _run_child(src)
+    assert result is not None, HUNG
     assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded", "SizeDenied"), result
 
 
 def test_list_of_huge_c_iterator_ends():
-    result, elapsed = _run_child("import itertools\nx = list(itertools.product(range(1000), repeat=5))")
-    assert result is not None, f"the process hung past the limit ({elapsed:.1f}s)"
+    result = _run_child("import itertools\nx = list(itertools.product(range(1000), repeat=5))")
+    assert result is not None, HUNG
     assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded", "SizeDenied", "MemoryLimitExceeded"), result
 
 
 def test_percent_format_width_is_size_checked():
-    result, elapsed = _run_child("x = '%10000000000d' % 1")
-    assert result is not None, f"the process hung past the limit ({elapsed:.1f}s)"
+    result = _run_child("x = '%10000000000d' % 1")
+    assert result is not None, HUNG
     assert result["ename"] == "SizeDenied", result
 
 
 def test_endless_guarded_iterators_end_in_child():
     for src in ("import itertools\nx = sum(itertools.count())", "import itertools\nx = max(itertools.cycle([1]))"):
-        result, elapsed = _run_child(src)
-        assert result is not None, (src, elapsed)
+        result = _run_child(src)
+        assert result is not None, (src, HUNG)
         assert result["ename"] in ("TimeLimitExceeded", "TickLimitExceeded"), (src, result)
 
 

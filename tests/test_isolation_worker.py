@@ -100,15 +100,22 @@ def test_errors_denials_completion_and_evaluate_cross_the_channel(real, level):
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_events_are_relayed_as_they_happen(rogue, level):
-    b = rogue[level]
+def test_events_are_relayed_as_they_happen(real, level):
+    """The host gets 'first' while the cell sleeps: it interrupts the cell on seeing it, and 'second' never
+    comes (events held until the end would arrive after the cell, too late to interrupt it). The sleep is
+    the give-up."""
+    b = real[level]
     seen = []
-    t0 = time.monotonic()
-    done = b.run_cell("import sys, time\nprint('first')\nsys.stdout.flush()\ntime.sleep(0.6)\nprint('second')",
-                      emit=lambda e: seen.append((time.monotonic() - t0, e)))
-    assert done["status"] == "ok"
-    first = next(t for t, e in seen if e["type"] == "stream" and "first" in e["text"])
-    assert first < 0.4 and time.monotonic() - t0 >= 0.6
+
+    def emit(event):
+        seen.append(event)
+        if event["type"] == "stream" and "first" in event["text"]:
+            b.cancel()
+
+    done = b.run_cell("import time\nprint('first')\ntime.sleep(4)\nprint('second')", emit=emit)
+    assert done["status"] == "error" and done["error"]["ename"] == "Cancelled", done
+    assert "worker" not in done, "the interrupt, not a lost worker, ended the cell"
+    assert "".join(e["text"] for e in seen if e["type"] == "stream") == "first\n"
 
 
 def test_worker_environment_holds_no_kernel_secrets(rogue):
@@ -250,13 +257,11 @@ def test_cell_stuck_in_c_ends_within_timeout_plus_grace(real):
     """pbkdf2 runs for tens of seconds in C without looking at signals: the engine's soft timeout
     cannot fire, so the host kills the worker at timeout + grace."""
     b = real["process"]
-    t0 = time.monotonic()
     r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)",
             limits=_real_policy().limits.__class__(timeout=1.0, memory_mb=512))
-    elapsed = time.monotonic() - t0
-    assert not r.ok and r.done["worker"]["reason"] == "timeout"
-    assert "time limit (1 s)" in r.error["evalue"]
-    assert elapsed < 1.0 + 1.0 + 1.5, elapsed
+    # the host's hard deadline (time limit + grace) killed it, as the kernel reports
+    assert not r.ok and r.done["worker"]["reason"] == "timeout", r.done
+    assert "time limit (1 s) nor within 1 s more" in r.error["evalue"], r.error
     assert Run(b, "1").text() == "1"
 
 
@@ -265,10 +270,9 @@ def test_interrupt_reaches_the_worker_and_keeps_state(real):
     Run(b, "kept = 5")
     before = pid(b)
     threading.Timer(0.5, b.cancel).start()
-    t0 = time.monotonic()
     r = Run(b, "while True:\n    pass")
-    assert not r.ok and time.monotonic() - t0 < 2.0
-    assert "interrupt" in (r.error["ename"] + r.error["evalue"]).lower()
+    # the engine in the worker ended the cell on the interrupt (not its time limit, not the host's kill)
+    assert not r.ok and r.error["ename"] == "Cancelled" and "worker" not in r.done, r.done
     assert Run(b, "kept").text() == "5" and pid(b) == before
 
 
@@ -276,9 +280,9 @@ def test_interrupt_reaches_the_worker_and_keeps_state(real):
 def test_interrupt_of_a_cell_stuck_in_c_kills_after_the_grace(real):
     b = real["kernel"]
     threading.Timer(0.3, b.cancel).start()
-    t0 = time.monotonic()
     r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)")
-    assert r.done["worker"]["reason"] == "interrupt" and time.monotonic() - t0 < 2.5
+    # killed after the interrupt's grace: not at the time limit's hard deadline (reason "timeout")
+    assert r.done["worker"]["reason"] == "interrupt", r.done
     assert Run(b, "2").text() == "2"
 
 
@@ -348,7 +352,7 @@ def test_looser_policy_needs_a_new_worker(rogue, outside):
     try:
         assert b.status()["worker"]["network"] is True
         assert Run(b, cell).ok
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 10   # a give-up: the bytes are sent before the cell ends
         while outside["listener"].data != b"hi" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert outside["listener"].data == b"hi"
@@ -462,10 +466,10 @@ def test_worker_that_closes_its_channel_and_spins_is_stopped(rogue):
             "        pass\n"
             "while True:\n"
             "    pass")
-    t0 = time.monotonic()
     r = Run(b, cell)
-    assert not r.ok and r.done["worker"]["lost"] and time.monotonic() - t0 < 6
-    assert "stopped by the kernel" in r.error["evalue"]
+    # the host saw the channel close and stopped the worker (not at the cell's hard deadline: "(timeout)")
+    assert not r.ok and r.done["worker"]["lost"], r.done
+    assert "stopped by the kernel (closed its channel)" in r.error["evalue"], r.error
     assert Run(b, "'back'").text() == "'back'"
 
 
@@ -473,7 +477,9 @@ def test_worker_lost_between_cells_is_reported_with_the_next_cell(real):
     b = real["process"]
     Run(b, "idle_state = 1")
     os.kill(pid(b), 9)   # what the OOM killer does to an idle worker
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10   # a give-up: SIGKILL ends it at once, a loaded machine reaps it later
+    while b.status()["worker"]["state"] != "lost" and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert b.status()["worker"]["state"] == "lost"
     r = Run(b, "idle_state")
     assert not r.ok and r.error["ename"] == "NameError"
