@@ -2038,8 +2038,9 @@ def _instance_refusal(t):
     module = module if type(module) is str else ""
     if module.startswith("sandbox_kernel") and not issubclass(t, BaseException):
         return "the sandbox's own objects are not available"
-    if module.split(".", 1)[0] in _RAW_POINTER_ORIGINS or t is _CAPSULE_TYPE or \
-            any(type.__dict__["__module__"].__get__(k) in _RAW_POINTER_ORIGINS for k in type.__dict__["__mro__"].__get__(t)):
+    mro = type.__dict__["__mro__"].__get__(t)
+    if t is _CAPSULE_TYPE or any(str(type.__dict__["__module__"].__get__(k)).split(".", 1)[0] in _RAW_POINTER_ORIGINS
+                                 for k in mro):
         return "foreign-function objects and raw pointers (ctypes, cffi, capsules) are not available"
     return None
 

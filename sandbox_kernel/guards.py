@@ -1297,7 +1297,8 @@ class _CsvDialects:
             csv.field_size_limit(limit)
 
 
-LIBRARY_STATE = (_PandasOptions(), _ObjectState("pandas plot_params", "pandas.plotting._misc", "plot_params", items=True),
+LIBRARY_STATE = (_PandasOptions(),
+                 _ObjectState("pandas plot_params", "pandas.plotting._misc", "plot_params", items=True),
                  _ObjectState("numpy.ma masked_print_option", "numpy.ma.core", "masked_print_option"),
                  _UarrayBackends("scipy._lib._uarray._uarray"), _UarrayBackends("uarray._uarray"), _CsvDialects())
 

@@ -25,10 +25,9 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         a pointer to libc's `system` by dlsym, a process runs; `c_void_p.from_address` reads any address.
         Closed by object rules (BitGenerator.ctypes, .cffi, as ndarray.ctypes) and at the values: an
         instance of a ctypes or cffi class, or a capsule, is never handed to a cell (gates._instance_refusal);
-        type(x) hands a class out only where x.__class__ would.
-        Closed by object rules (BitGenerator.ctypes, .cffi, as ndarray.ctypes) and at the values: an
-        instance of a ctypes or cffi class, or a capsule, is never handed to a cell (gates._instance_refusal);
-        type(x) hands a class out as x.__class__ would.
+        type(x) hands a class out only where x.__class__ would. Sibling (a full escape): plotly's import
+        helpers (relative_import, optional_imports.get_module) import any module by the caller's name and
+        hand back it or its attributes: relative_import('x', [], ['ctypes.CDLL']) ran a process.
   N2-4  process-wide library registries keep what a cell put there and run it in the host after the
         cell: pandas options (`display.float_format`), scipy.fft's global uarray backend.
         Closed by keeping that state per engine (guards.LIBRARY_STATE: pandas' options and plot_params,
@@ -42,6 +41,8 @@ The findings (full escapes unless said) were strict xfails; each passes once clo
         abstractstaticmethod (wrote __isabstractmethod__ on pandas' functions).
   N2-6  a cell's own `__del__`, collected on a kernel thread (exempt from the confinement) while the
         cell runs, runs unconfined: a secret read into the cell, a process run.
+Sibling of N2-1/N2-2 found in the same round: copy's reduction (copy._reconstruct) wrote a host module's
+globals whenever a library or a nested copy deep-copied a cell object whose class answers __reduce_ex__.
 """
 from __future__ import annotations
 
@@ -222,7 +223,8 @@ def test_objects_with_a_library_finalizer_take_no_attributes(run, outside, kind)
 def test_classes_libraries_make_for_the_cell_still_work(run):
     r = run("import collections, enum, typing, pandas as pd\n"
             "P = collections.namedtuple('P', 'x y')\nN = typing.NamedTuple('N', [('a', int)])\n"
-            "T = typing.TypedDict('T', {'a': int})\nE = enum.Enum('E', 'A B')\nF = enum.IntFlag('F', {'R': 4, 'W': 2})\n"
+            "T = typing.TypedDict('T', {'a': int})\nE = enum.Enum('E', 'A B')\n"
+            "F = enum.IntFlag('F', {'R': 4, 'W': 2})\n"
             "rows = list(pd.DataFrame({'a': [1, 2]}).itertuples())\n"
             "class Own:\n    def __del__(self):\n        print('finalized in the cell')\n"
             "o = Own()\ndel o\nprint(P(1, 2), N(1), T(a=1), E.B, F.R | F.W == 6, rows[1].a)\n")
@@ -353,7 +355,8 @@ def test_enum_convert_does_not_read_host_module_globals(run, host_secret):
 
 
 def test_global_enum_puts_the_cells_enum_into_the_cells_names(run):
-    r = run("import enum\n@enum.global_enum\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\nprint(RED is Color.RED, GREEN.name)\n")
+    r = run("import enum\n@enum.global_enum\nclass Color(enum.Enum):\n    RED = 1\n    GREEN = 2\n"
+            "print(RED is Color.RED, GREEN.name)\n")
     assert r.ok and r.stdout == "True GREEN\n", r
 
 
@@ -467,7 +470,8 @@ IMPORT_HELPER_ROUTES = {
     "plotly_relative_import": ("import plotly\nhelper = plotly.relative_import", "relative"),
     "importers_relative_import": ("import _plotly_utils.importers as importers\nhelper = importers.relative_import",
                                   "relative"),
-    "optional_imports_get_module": ("import plotly.optional_imports as optional\nhelper = optional.get_module", "module"),
+    "optional_imports_get_module": ("import plotly.optional_imports as optional\nhelper = optional.get_module",
+                                    "module"),
     "from_import": ("from _plotly_utils.optional_imports import get_module as helper", "module"),
 }
 IMPORT_HELPER_USES = {
@@ -675,7 +679,8 @@ def test_typing_final_does_not_write_library_classes(run):
 
 
 WRITING_HELPERS = {
-    "dataclass_transform_function": ("typing.dataclass_transform()(pd.read_csv)", "read_csv", "__dataclass_transform__"),
+    "dataclass_transform_function": ("typing.dataclass_transform()(pd.read_csv)", "read_csv",
+                                     "__dataclass_transform__"),
     "no_type_check_decorator": ("typing.no_type_check_decorator(lambda x: pd.DataFrame)(1)", "DataFrame",
                                 "__no_type_check__"),
     "abstractclassmethod": ("abc.abstractclassmethod(pd.DataFrame.apply)", "DataFrame.apply", "__isabstractmethod__"),
@@ -753,7 +758,8 @@ def test_honest_deep_copies_still_work(run):
     r = run("import copy, collections, dataclasses, enum, fractions, numpy as np, pandas as pd\n"
             "@dataclasses.dataclass\nclass P:\n    x: list\nclass C(enum.Enum):\n    A = 1\n"
             "things = [np.arange(3), pd.DataFrame({'a': [1.5]}), P([1]), C.A, fractions.Fraction(1, 3),\n"
-            "          collections.deque([1]), collections.OrderedDict(a=1), np.float64(2.5), range(3), np.dtype('f8')]\n"
+            "          collections.deque([1]), collections.OrderedDict(a=1), np.float64(2.5), range(3),\n"
+            "          np.dtype('f8')]\n"
             "copies = copy.deepcopy(things)\nprint([type(a) is type(b) for a, b in zip(things, copies)].count(True),\n"
             "      dataclasses.asdict(P([things[0]]))['x'][0].sum(), copy.copy(P([2])).x)\n")
     assert r.ok and r.stdout == "10 3 [2]\n", r
