@@ -54,3 +54,40 @@ def shell_request(client: SandboxClient, msg_type: str, content: dict, *, channe
 
 def iopub_types(result: dict) -> list[str]:
     return [o["type"] for o in result["outputs"]]
+
+
+def run_interrupted_once_running(client: SandboxClient, code: str, *, interrupt=None, give_up: float = 60) -> dict:
+    """client.run(code) for a cell that prints before it blocks, interrupted (`interrupt()`, by default the
+    client's) once that output has arrived: the cell is running then. A timer cannot know when a loaded
+    machine starts the cell, and an interrupt that lands before the engine or its worker has the cell is
+    not kept for it. Returns what client.run returns; the wait gives up after `give_up` seconds."""
+    from sandbox_kernel.client.legacy import _OUTPUT_TYPES, _result
+
+    kc = client.kc
+    msg_id = kc.execute(code)
+    deadline = time.monotonic() + give_up
+    interrupted = idle = False
+    reply, outputs = None, []
+    while reply is None or not idle:
+        assert time.monotonic() < deadline, f"no answer to {code!r} after {give_up:g} s"
+        try:
+            msg = kc.get_iopub_msg(timeout=0.1)
+        except queue.Empty:
+            msg = None
+        if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+            if msg["msg_type"] in _OUTPUT_TYPES:
+                outputs.append({"type": msg["msg_type"], **msg["content"]})
+            if msg["msg_type"] == "stream" and not interrupted:
+                (interrupt or client.interrupt)()
+                interrupted = True
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                idle = True
+        if reply is None:
+            try:
+                msg = kc.get_shell_msg(timeout=0.01)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                reply = msg
+    assert interrupted, f"{code!r} printed nothing before it ended"
+    return _result(reply, outputs)

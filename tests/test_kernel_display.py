@@ -1,11 +1,10 @@
 """Rich output over the protocol: pandas, Plotly round trip, display(), seed 002's `result`, output
 caps, streaming, and rendering under the cell's limits."""
 import json
-import time
 
 import pytest
 
-from kernel_helpers import start_client
+from kernel_helpers import run_interrupted_once_running, start_client
 
 PLOTLY = "application/vnd.plotly.v1+json"
 
@@ -90,15 +89,14 @@ def test_huge_repr_is_capped(kernel):
 
 
 def test_a_looping_repr_ends_with_the_time_limit(kernel):
-    started = time.monotonic()
     result = kernel.run("%%sandbox --timeout 1\n"
                         "class Slow:\n"
                         "    def __repr__(self):\n"
                         "        while True:\n"
                         "            pass\n"
                         "Slow()", timeout=20)
-    assert result["status"] == "error" and "time limit" in result["error"]["evalue"]
-    assert time.monotonic() - started < 5
+    # the cell's own 1 s limit ended the repr (a repr rendered outside the limits would never end)
+    assert result["status"] == "error" and "time limit exceeded: 1 s" in result["error"]["evalue"], result["error"]
 
 
 def test_a_looping_repr_html_ends_with_the_time_limit(kernel):
@@ -118,35 +116,17 @@ def test_error_traceback_shows_the_cells_own_lines(kernel):
     assert "sandbox_kernel" not in tb and "site-packages" not in tb
 
 
+# The front end gets 'early' while the cell sleeps: it interrupts the cell on seeing it, and 'late' never comes
+# (output held until the end would arrive after the cell, too late to interrupt it). The sleep is the give-up.
+
 def test_stdout_is_streamed_while_the_cell_runs(kernel):
-    kc = kernel.kc
-    msg_id = kc.execute("import time\nprint('early', flush=True)\ntime.sleep(2)\nprint('late')")
-    started = time.monotonic()
-    first_stream_at = None
-    while time.monotonic() - started < 10:
-        msg = kc.get_iopub_msg(timeout=10)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "stream" and first_stream_at is None:
-            first_stream_at = time.monotonic() - started
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    kc.get_shell_msg(timeout=10)
-    assert first_stream_at is not None and first_stream_at < 1.5, first_stream_at
+    result = run_interrupted_once_running(kernel, "import time\nprint('early', flush=True)\ntime.sleep(20)\n"
+                                                  "print('late')")
+    assert result["status"] == "error" and result["error"]["ename"] == "Cancelled", result["error"]
+    assert result["output"] == "early\n", result["output"]
 
 
 def test_stdout_without_flush_is_streamed_while_the_cell_runs(kernel):
-    kc = kernel.kc
-    msg_id = kc.execute("import time\nprint('early')\ntime.sleep(2)\nprint('late')")
-    started = time.monotonic()
-    first_stream_at = None
-    while time.monotonic() - started < 10:
-        msg = kc.get_iopub_msg(timeout=10)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "stream" and first_stream_at is None:
-            first_stream_at = time.monotonic() - started
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    kc.get_shell_msg(timeout=10)
-    assert first_stream_at is not None and first_stream_at < 1.5, first_stream_at
+    result = run_interrupted_once_running(kernel, "import time\nprint('early')\ntime.sleep(20)\nprint('late')")
+    assert result["status"] == "error" and result["error"]["ename"] == "Cancelled", result["error"]
+    assert result["output"] == "early\n", result["output"]

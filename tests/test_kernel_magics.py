@@ -56,8 +56,8 @@ def test_loosening_beyond_the_ceiling_is_refused_with_the_ceiling_named(tmp_path
 
 def test_cell_overrides_apply_to_one_cell(kernel):
     result = kernel.run("%%sandbox --timeout 1\nwhile True:\n    pass", timeout=20)
-    assert result["status"] == "error" and "time limit" in result["error"]["evalue"]
-    assert result["elapsed_ms"] < 3000
+    # the cell's own 1 s limit fired (not the policy's)
+    assert result["status"] == "error" and "time limit exceeded: 1 s" in result["error"]["evalue"], result["error"]
     assert kernel.run("import time\ntime.sleep(1.2)\n'next cell has the normal limit'")["status"] == "ok"
     ticks = kernel.run("%%sandbox --ticks 1000\nfor i in range(10**6):\n    pass")
     assert ticks["status"] == "error" and "tick" in ticks["error"]["evalue"]

@@ -1,12 +1,12 @@
 """The Jupyter protocol as front ends and agents use it: conformance, interrupt, restart,
 stop_on_error, user_expressions, kernel_info."""
-import threading
 import time
 
 import jupyter_kernel_test
 import pytest
 
-from kernel_helpers import KERNEL_NAME, iopub_types, require_kernelspec, shell_request, start_client
+from kernel_helpers import (KERNEL_NAME, iopub_types, require_kernelspec, run_interrupted_once_running, shell_request,
+                            start_client)
 
 
 class SandboxConformance(jupyter_kernel_test.KernelTests):
@@ -58,35 +58,31 @@ def test_kernel_info_turns_off_debugger_and_subshells(kernel):
     assert "kernel subshells" not in content["supported_features"]
 
 
-def test_interrupt_ends_a_busy_cell_within_two_seconds_and_keeps_state(kernel):
+def test_interrupt_ends_a_busy_cell_and_keeps_state(kernel):
     kernel.run("kept = 41")
-    timer = threading.Timer(0.5, kernel.interrupt)
-    timer.start()
-    started = time.monotonic()
-    result = kernel.run("also_kept = 1\nwhile True:\n    kept = kept", timeout=30)
-    elapsed = time.monotonic() - started
-    assert result["status"] == "error" and elapsed < 2.5, (elapsed, result["error"])
+    result = run_interrupted_once_running(kernel, "also_kept = 1\nprint('busy')\nwhile True:\n    kept = kept")
+    # the interrupt ended the cell, as the kernel reports (not its time limit)
+    assert result["status"] == "error" and result["error"]["ename"] == "Cancelled", result["error"]
     assert "interrupt" in result["error"]["evalue"].lower()
     assert kernel.run("kept + also_kept")["outputs"][-1]["data"]["text/plain"] == "42"
 
 
 def test_interrupt_ends_a_sleeping_cell(kernel):
-    timer = threading.Timer(0.5, kernel.interrupt)
-    timer.start()
-    started = time.monotonic()
-    result = kernel.run("import time\ntime.sleep(60)", timeout=30)
-    assert result["status"] == "error" and time.monotonic() - started < 2.5
+    result = run_interrupted_once_running(kernel, "import time\nprint('sleeping')\ntime.sleep(60)")
+    assert result["status"] == "error" and result["error"]["ename"] == "Cancelled", result["error"]
 
 
 def test_interrupt_between_cells_does_not_cancel_the_next_cell(kernel):
-    kernel.interrupt()
-    time.sleep(0.3)
+    # the kernel has answered the interrupt (no sleep guessing how long it takes) before the cell is sent
+    assert shell_request(kernel, "interrupt_request", {}, channel="control")["content"]["status"] == "ok"
     assert kernel.run("sum(range(10))")["status"] == "ok"
 
 
 def test_stop_on_error_aborts_queued_cells(kernel):
     kc = kernel.kc
-    first = kc.execute("raise ValueError('first fails')", stop_on_error=True)
+    # ipykernel aborts the requests queued when the error is handled (stop_on_error_timeout 0): the first cell
+    # waits a second before failing, so that on a loaded machine the second request is queued by then
+    first = kc.execute("import time\ntime.sleep(1)\nraise ValueError('first fails')", stop_on_error=True)
     second = kc.execute("never_bound = 1")
     replies = {}
     while len(replies) < 2:
