@@ -28,7 +28,7 @@ REPO = os.path.dirname(HERE)
 CELL_LIMITS = {"timeout": 2.0, "ticks": 10**7, "memory_mb": 512, "output_bytes": 200_000}
 CELLS_PER_ENGINE = 20   # cells share an engine (state left by one may matter to the next), then a fresh one
 CHILD_ADDRESS_SPACE = 6 << 30
-TRIVIAL = ("print(6 * 7)", "42\n")
+TRIVIAL = ("6 * 7", "42")   # no name a cell could have rebound: its value is the engine's rendering
 
 
 @dataclasses.dataclass
@@ -246,7 +246,7 @@ class Fuzzer:
         trivial_events: list = []
         try:
             trivial = self.engine.run_cell(TRIVIAL[0], emit=trivial_events.append)
-            out = "".join(e.get("text", "") for e in trivial_events if e["type"] == "stream")
+            out = "".join(e["data"].get("text/plain", "") for e in trivial_events if e["type"] == "result")
             if trivial["status"] != "ok" or out != TRIVIAL[1]:
                 problems.append(f"the engine no longer runs a trivial cell: {trivial.get('error')} {out!r}")
         except BaseException as exc:  # noqa: B902
@@ -279,7 +279,13 @@ class PlainEngine:
         error = None
         with contextlib.redirect_stdout(out):
             try:
-                exec(compile(source, "<plain>", "exec"), self.namespace)
+                try:
+                    code, mode = compile(source, "<plain>", "eval"), "eval"
+                except SyntaxError:
+                    code, mode = compile(source, "<plain>", "exec"), "exec"
+                value = eval(code, self.namespace)
+                if mode == "eval" and value is not None:
+                    emit({"type": "result", "data": {"text/plain": repr(value)}})
             except Exception as exc:  # noqa: BLE001 - reported like the engine does
                 error = {"ename": type(exc).__name__, "evalue": str(exc)}
         emit({"type": "stream", "name": "stdout", "text": out.getvalue()})

@@ -209,7 +209,7 @@ OBJECTS = [
 
 # Values a step plants: raw memory, library callables that write outside, cell callables, descriptors.
 VALUES = [
-    "IFACE", "1", "None", "print", "lambda *a, **k: 0", "cell_function", "Hooked()",
+    "IFACE", "1", "None", "print", "(lambda *a, **k: 0)", "cell_function", "Hooked()",
     "functools.partial(np.savetxt, CANARY_PATH, np.array(['x'], dtype=object), '%s')",
     "functools.partial(pd.DataFrame({'a': [1]}).to_csv, CANARY_PATH)",
     "functools.partial(print, CMD)", "property(lambda s: IFACE)", "classmethod(lambda c, *a: IFACE)",
@@ -393,6 +393,69 @@ TRIGGERS = [
     "pd.Series([1]).map({x})", "str.format_map('{{a}}', {x})", "decimal.Decimal(1).quantize({x})",
 ]
 
+# Names of the runtime and the names the rewriter refuses or keeps read-only, to bind at every binding site
+# (a shadowed gate would run the cell's function for every attribute read that follows).
+SHADOWED = ["__st_getattr__", "__st_ownattr__", "__st_import__", "__st_write__", "__st_tick__", "__st_format__",
+            "__st_type__", "__st_own__", "__st_sized__", "__st_with0__", "__st_mc1__", "__st_own_H__",
+            "__builtins__", "__import__", "__build_class__", "__class__", "__name__", "__module__", "__dict__",
+            "__array_interface__", "__reduce_ex__", "__loader__", "getattr", "print", "type", "object", "super",
+            "__\uff53t_getattr__"]   # NFKC: the parser folds the fullwidth s
+BINDINGS = [
+    "{name} = {v}",
+    "{name}, _rest = {v}, 0",
+    "def _s({name}=None):\n    return {name}\n_s()",
+    "def _s(*{name}):\n    return {name}\n_s(1)",
+    "def _s(**{name}):\n    return {name}\n_s(a=1)",
+    "def {name}(*a, **k):\n    return a",
+    "class {name}:\n    pass",
+    "async def {name}():\n    pass",
+    "match {v}:\n    case {name}:\n        pass",
+    "match [{v}]:\n    case [*{name}]:\n        pass",
+    "match {{'k': {v}}}:\n    case {{'k': {name}}}:\n        pass",
+    "match {v}:\n    case object() as {name}:\n        pass",
+    "try:\n    raise Err()\nexcept Err as {name}:\n    pass",
+    "import math as {name}",
+    "from math import floor as {name}",
+    "({name} := {v})",
+    "[{name} for {name} in [{v}]]",
+    "for {name} in [{v}]:\n    pass",
+    "with contextlib.nullcontext({v}) as {name}:\n    pass",
+    "global {name}\n{name} = {v}",
+    "(lambda {name}=0: {name})()",
+    "del {name}",
+    "{name} += 1",
+    "{name}: int = {v}",
+    "class _K:\n    {name} = {v}",
+    "class _K:\n    def {name}(self):\n        return 1",
+    "_d = {{}}\nexec('{name} = 1', _d)",
+    "globals()['{name}'] = {v}",
+]
+# After a binding: gated operations that would call a shadowed gate.
+AFTER_BINDING = "pool.append((math.tau.real, Plain().__class__, f'{{1.5:>4}}', [1][0], 'a' in 'abc', 3 * 'x'))"
+
+# Statements on an object: attribute and item writes, deletes, augmented assignment, with, slices, operators.
+OPERATIONS = [
+    "_t = {o}\n_t.x = {v}\npool.append(_t)",
+    "_t = {o}\n_t.real += 1",
+    "_t = {o}\ndel _t.x",
+    "_t = {o}\n_t[0] = {v}",
+    "_t = {o}\n_t['k'] = {v}\npool.append(_t)",
+    "_t = {o}\ndel _t[0]",
+    "with {o} as _w:\n    pool.append(_w)",
+    "pool.append({o}[::-1])",
+    "pool.append({o}[{n}])",
+    "pool.append({o} * 3)",
+    "pool.append({o} % ({v},))",
+    "pool.append({o} @ {o})",
+    "pool.append(-{o})",
+    "pool.append({o} < {v})",
+    "pool.append({o} in {v})",
+    "pool.append({o}({v}))",
+    "pool.append({o}(*{v}))",
+    "pool.append({o}(**{v}))",
+    'pool.append(f"""{{{o}!r:>{{3}}}}""")',
+]
+
 # Syntactic and library contexts a step runs in. {body} is a statement block, {expr} an expression.
 STATEMENT_CONTEXTS = [
     "{body}",
@@ -556,7 +619,13 @@ class Grammar:
         return "\n".join(lines)
 
     def statement(self) -> str:
-        kind = self.c.integer("stmt-kind", 0, 9)
+        kind = self.c.integer("stmt-kind", 0, 11)
+        if kind == 10:
+            binding = self.c.choice("binding", BINDINGS).format(name=self.c.choice("shadowed", SHADOWED),
+                                                                 v=self.value())
+            return binding + "\n" + AFTER_BINDING
+        if kind == 11:
+            return self.c.choice("operation", OPERATIONS).format(o=self.obj(), n=self.name(), v=self.value())
         if kind <= 3:
             return f"pool.append({self.wrap_expression(self.expression())})"
         if kind == 4:

@@ -61,7 +61,15 @@ DELEGATION_SITES = {
     ("gates.py", "return hook(self, name)"),       # the class's own __getattr__/__getattribute__ (raw guard)
     ("gates.py", "return method(*made, **kwargs)"),   # dict.update(mappingproxy, ...): the cell's call
     ("gates.py", "return item in container"),      # 1 in decimal: "argument of type 'module' is not iterable"
+    # the size-checked operators compute the cell's own operation: print * 3, gen % (1,), '%d' % ()
+    ("gates.py", "return a * b"),
+    ("gates.py", "return a % b"),
+    ("gates.py", "return fmt % args"),
+    ("gates.py", "return _BINARY[op](a, b)"),
+    ("gates.py", "return _INPLACE[sym](current, value)"),
     ("guards.py", "return fn(*args, **kwargs)"),  # a guarded library function the cell called
+    # operator.methodcaller('m')(obj): obj.m called ('dict' object is not callable, as in Python)
+    ("guards.py", "return runtime_callable(lambda obj: gates.builtin_getattr(obj, name)(*args, **kwargs))"),
     # the cell's class statement, built by the host's __build_class__ (__slots__ = 1: TypeError)
     ("gates.py", "cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)"),
     # an unbound method called with the cell's arguments (a missing argument: TypeError, as in Python)
@@ -289,7 +297,7 @@ class HostState:
     The classes watched are those of the watched modules when the fingerprint was (re)taken."""
 
     def __init__(self):
-        self.tau = float(repr(math.tau))   # a float object of its own: a raw write changes math.tau's
+        self.tau = math.tau + 0.0   # a float object of its own: a raw write changes math.tau's
         self._rebase()
 
     def _rebase(self):
@@ -348,7 +356,7 @@ class HostState:
             self._rebase()   # modules loaded by the cell: watched from now on
         else:
             self.snapshot = now
-        self.tau = float(repr(math.tau))
+        self.tau = math.tau + 0.0
         return found
 
 

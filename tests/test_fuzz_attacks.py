@@ -20,7 +20,7 @@ import fuzz_oracles
 from fuzz_child import run_batch
 
 SEED = 20261126
-CELLS = int(os.environ.get("SANDBOX_FUZZ_CELLS", "50"))
+CELLS = int(os.environ.get("SANDBOX_FUZZ_CELLS", "40"))
 
 
 def _described(findings: list) -> str:
@@ -55,7 +55,8 @@ PLANTED = [
     ("pd.DataFrame.planted = 1", r"pandas.*DataFrame changed: .*added \['planted'\]"),
     ("import sys\nsys.exit = None", r"^sys changed: replaced \['exit'\]"),
     ("import ctypes\nctypes.c_double.from_address(id(math.tau) + 16).value = 3.0", r"host memory written: math\.tau"),
-    ("print = None", r"the engine no longer runs a trivial cell"),
+    ("import builtins\nbuiltins.repr = lambda value: 'broken'", r"the engine no longer runs a trivial cell"),
+    ("raise SystemExit(0)", r"^run_cell raised SystemExit"),
     ("import os\nos._exit(3)", r"the child died \(exit status 3\)"),
 ]
 
