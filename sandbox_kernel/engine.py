@@ -100,6 +100,7 @@ class Engine:
         self._cell_denials = []
         self._charts = []
         self._rich_bytes = 0
+        self._convention_output = None   # result["output"] of seed 002's convention, for the reply
         self._limits = limits
         # sizes are checked against this cell's memory limit (a %%sandbox --memory tightens them too)
         self.gates.set_memory_limit(limits.memory_mb)
@@ -401,13 +402,21 @@ class Engine:
             self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
 
     def _seed002_result(self, before, limits: Limits) -> None:
-        """A cell that assigns ``result = {"output": ..., "chart": ...}`` publishes both."""
+        """A cell that assigns ``result = {"output": ..., "chart": ...}`` publishes the charts; the output
+        is for agents: it becomes the reply's output (the done record) instead of what the cell printed,
+        and is not printed again (a cell that prints its summary and hands it over showed it twice).
+        Rendered here, inside the cell's limits; capped like printed output."""
         result = self.namespace.get("result")
         if result is before or type(result) is not dict:
             return
         output = result.get("output")
         if output is not None:
-            self._streams.stdout.write(str(output) + "\n")
+            text = str(output)
+            text = text if type(text) is str else str.__str__(text)
+            if len(text) > limits.output_bytes:
+                text = text[:limits.output_bytes]
+                self._streams.truncated = True
+            self._convention_output = text + "\n"
         chart = result.get("chart")
         charts = chart if isinstance(chart, list) else [chart] if chart is not None else []
         for spec in charts:
@@ -496,7 +505,7 @@ class Engine:
             "policy": policy.name,
             "denials": list(self._cell_denials),
             "truncated": streams.truncated,
-            "output": streams.captured_stdout(),
+            "output": self._convention_output if self._convention_output is not None else streams.captured_stdout(),
             "charts": list(self._charts),
             "error": error,
             "execution_count": self.execution_count,
