@@ -9,10 +9,19 @@ Log of what was tried (one line per attempt class) and the result:
     name, replacing pandas' own USFederalHolidayCalendar); a Holiday whose observance= is a library
     callable (partial(np.savetxt, outside...)); the host later calls get_calendar(name).holidays()  file
                                                                      written outside by the host  FINDING N4-1
+  attribute writes on module-level singletons of granted libraries (scipy.stats.norm.pdf = partial(...),
+    pandas.tseries.holiday.USMemorialDay.observance = partial(...), USFederalHolidayCalendar.rules
+    .append(Holiday(observance=partial(...)))); the host later calls norm.pdf(x) /
+    CustomBusinessDay(calendar=USFederalHolidayCalendar())                 file written outside     FINDING N4-2
+  process-wide data on the same singletons: scipy.stats.norm.badvalue, plotly.express.defaults
+    (template, width)                                                      changed in the host      FINDING N4-3 (lesser)
+  pio.renderers.default = 'browser'                                        refused (policy)         held
+  np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
 """
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -66,3 +75,83 @@ def test_holiday_calendar_registry_does_not_carry_a_cells_calendar_to_the_host(o
                                report=("status", "ename"), probe=HOST_USES_THE_CALENDAR)
     assert not target.exists(), f"the host ran the cell's observance unconfined: {json.dumps(result)}"
     assert result.get("calendar_module") == "pandas.tseries.holiday", result
+
+
+# --- N4-2: module-level instances of granted libraries are writable ------------------------------------------
+# The write gate makes modules, library classes and dateutil's instances read-only, but not the *instances*
+# numpy, pandas, scipy and plotly keep at module level and share with the whole process: scipy.stats' ~100
+# distribution objects, pandas' Holiday rules (USMemorialDay ...), and the class-level rules list of
+# USFederalHolidayCalendar (a list: item writes and append are not attribute writes). A library callable
+# stored there as an attribute shadows the method, or is the callable the library calls (observance), and
+# runs whenever the host uses the library after the cell.
+
+SINGLETON_ROUTES = {
+    "scipy_stats_norm_pdf": (
+        "import functools, numpy as np, scipy.stats as st\nst.norm.pdf = {writer}\n",
+        "import scipy.stats as st\nst.norm.pdf(0.5)"),
+    "pandas_holiday_instance_observance": (
+        "import functools, numpy as np\nimport pandas.tseries.holiday as h\nh.USMemorialDay.observance = {writer}\n",
+        "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+        "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "pandas_holiday_class_rules_list": (
+        "import functools, numpy as np\nfrom pandas.tseries.holiday import USFederalHolidayCalendar, Holiday\n"
+        "USFederalHolidayCalendar.rules.append(Holiday('planted', month=1, day=1, observance={writer}))\n",
+        "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+        "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+}
+
+HOST_CALLS = """
+def probe_host(report):
+    try:
+{use}
+    except Exception as exc:
+        report['host_error'] = type(exc).__name__
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-2: instances that numpy/pandas/scipy keep at module level "
+                   "(scipy.stats.norm, pandas' Holiday rules, USFederalHolidayCalendar.rules) take a cell's "
+                   "attribute writes and list appends; a library callable planted there (partial(np.savetxt, "
+                   "outside...)) runs unconfined when the host next uses the library")
+@pytest.mark.parametrize("route", sorted(SINGLETON_ROUTES))
+def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_host(outside, route):
+    cell, use = SINGLETON_ROUTES[route]
+    target = outside / f"singleton-{route}.sh"
+    result = run_cell_in_child(cell.format(writer=_savetxt_partial(target)), report=("status", "ename"),
+                               probe=HOST_CALLS.replace("{use}", textwrap.indent(use, " " * 8)))
+    assert "crashed" not in result, result
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+
+
+# --- N4-3 (lesser): process-wide data on the same singletons --------------------------------------------------
+
+SINGLETON_DATA = {
+    "scipy_stats_badvalue": ("import scipy.stats as st\nst.norm.badvalue = 42.0\n",
+                             "import scipy.stats as st\n    report['changed'] = st.norm.badvalue == 42.0"),
+    "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
+                                "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
+}
+
+HOST_READS = """
+def probe_host(report):
+    {use}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-3 (lesser): a cell changes process-wide data on module-level "
+                   "instances of granted libraries (scipy.stats.norm.badvalue, plotly.express.defaults)")
+@pytest.mark.parametrize("route", sorted(SINGLETON_DATA))
+def test_module_level_library_instances_keep_their_data_after_the_cell(route):
+    cell, use = SINGLETON_DATA[route]
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=HOST_READS.replace("{use}", use))
+    assert "crashed" not in result, result
+    assert result.get("changed") is False, result
+
+
+def test_plotly_renderers_default_is_not_writable():
+    probe = "def probe_host(report):\n    import plotly.io as pio\n    report['default'] = pio.renderers.default\n"
+    before = run_cell_in_child("x = 1\n", report=("status",), probe=probe)
+    after = run_cell_in_child("import plotly.io as pio\npio.renderers.default = 'browser'\n",
+                              report=("status", "ename"), probe=probe)
+    assert after["ename"] == "AttributeDenied", after
+    assert after["default"] == before["default"], (before, after)
