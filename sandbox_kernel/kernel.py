@@ -688,6 +688,8 @@ class SandboxKernel(IPythonKernel):
                 notes.append(self._status_text(policy, control))
             elif control.name == "sandbox_audit":
                 notes.append(self._audit_text())
+            elif control.name == "sandbox_files":
+                notes.append(self._files_text(policy, control))
             self._audit_event("magic", magic=("%%" if control.cell else "%") + control.name,
                               args=control.args[:200], line=control.line, policy=policy.name)
         return policy, "".join(notes)
@@ -789,6 +791,36 @@ class SandboxKernel(IPythonKernel):
             return self.backend.status()
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def _files_text(self, policy: Policy, control: Control) -> str:
+        """%sandbox_files [--json] [PATH]: the entries of a directory inside the working directory, read
+        by the kernel (which has that directory on its own host, also behind a gateway where the client
+        does not). Relative paths only, no '..', no symbolic link followed, only when the cell's policy
+        gives files; the same refusal as a cell's otherwise."""
+        from .client.localfiles import list_directory
+        from .client.results import SandboxDenied
+
+        rest = control.args.strip()
+        as_json = rest == "--json" or rest.startswith("--json ")
+        path = (rest[len("--json"):].strip() if as_json else rest) or "."   # the rest of the line: spaces allowed
+        if not policy.files or self.files_off_reason:
+            raise MagicError(f"file access to '{path}' is not allowed by policy '{policy.name}'", kind="file",
+                             target=path, rule=self.files_off_reason or "the policy gives no files",
+                             line=control.line, policy=policy.name)
+        try:
+            entries = list_directory(self.workdir, path)
+        except SandboxDenied as exc:
+            raise MagicError(f"file access to '{path}' is not allowed by policy '{policy.name}': {exc.denial.rule}",
+                             kind="file", target=path, rule=exc.denial.rule, line=control.line,
+                             policy=policy.name) from None
+        except OSError as exc:
+            raise MagicError(f"%sandbox_files {path}: {exc.strerror or type(exc).__name__}",
+                             target="%sandbox_files", rule="no such directory", line=control.line,
+                             policy=policy.name) from None
+        if as_json:
+            return json.dumps({"path": path, "entries": [{"name": e.name, "kind": e.kind, "size": e.size}
+                                                         for e in entries]}) + "\n"
+        return "".join(f"{e.kind:<8}{e.size:>12,}  {e.name}\n" for e in entries) or f"{path}: empty\n"
 
     def _audit_text(self) -> str:
         if not self._audit:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .policy import ISOLATION_LEVELS, Limits, Policy
 
-LINE_CONTROLS = ("sandbox_policy", "sandbox_isolation", "sandbox_status", "sandbox_audit")
+LINE_CONTROLS = ("sandbox_policy", "sandbox_isolation", "sandbox_status", "sandbox_audit", "sandbox_files")
 CELL_CONTROL = "sandbox"
 
 RAISE_CEILING_HINT = (

@@ -100,8 +100,15 @@ def test_data_and_files_through_the_gateway(session, gateway):
     assert (root / "uploaded.txt").read_bytes() == b"through the gateway"  # the gateway's directory
     with pytest.raises(SandboxDenied):
         session.download("../gateway.log")
-    with pytest.raises(SandboxError):   # no listing: the kernel's directory is on the gateway's host
-        session.listdir()
+    (root / "sub dir").mkdir(exist_ok=True)
+    (root / "sub dir" / "inner.csv").write_text("a\n1\n")
+    listing = {e.name: e for e in session.listdir()}   # listed by the kernel, on the gateway's host
+    assert listing["uploaded.txt"].kind == "file" and listing["uploaded.txt"].size == len(b"through the gateway")
+    assert listing["sub dir"].kind == "dir"
+    assert [(e.name, e.kind, e.size) for e in session.listdir("sub dir")] == [("inner.csv", "file", 4)]
+    for outside in ("..", "/", "sub dir/../.."):
+        with pytest.raises(SandboxDenied):
+            session.listdir(outside)
 
 
 def test_the_session_deletes_its_kernel_and_options_belong_to_the_gateway(gateway):

@@ -371,9 +371,13 @@ class AsyncSandboxSession:
         if kind != "dir":
             raise SandboxError(f"listdir({path!r}): the sandbox's answer was not readable")
         root = self._require().local_cwd
-        if root is None:
-            raise SandboxError("listdir() needs the working directory on this machine; behind a gateway the "
-                               "kernel's files are on the gateway's host (use download() for known names)")
+        if root is None:   # behind a gateway: the kernel lists its own directory (%sandbox_files)
+            text = await self._helper(f"%sandbox_files --json {path}\n", f"listdir({path!r})")
+            try:
+                entries = json.loads(text)["entries"]
+                return [FileInfo(str(e["name"]), str(e["kind"]), int(e["size"])) for e in entries]
+            except (ValueError, KeyError, TypeError):
+                raise SandboxError(f"listdir({path!r}): the kernel's listing was not readable") from None
         return await asyncio.to_thread(list_directory, root, path)
 
 
