@@ -15,17 +15,28 @@ Log of what was tried (one line per attempt class) and the result:
     CustomBusinessDay(calendar=USFederalHolidayCalendar())                 file written outside     FINDING N4-2
   process-wide data on the same singletons: scipy.stats.norm.badvalue, plotly.express.defaults
     (template, width)                                                      changed in the host      FINDING N4-3 (lesser)
+  np.ma.sqrt.f = partial(np.savetxt, outside...) (numpy.ma's module-level
+    _MaskedUnaryOperation instances keep the ufunc as a public attribute); host calls np.ma.sqrt(x)  written FINDING N4-2
+  np.test()/scipy.stats.test() (PytestTester instances are handed out) run pytest in the kernel process on
+    a path the cell chose: pytest's assertion-rewriting loader compiles and executes the cell's
+    conftest.py from the working directory (the audit hook lets an import's compile through when only
+    installed code is on the stack, and checks the file only for importlib's own loader): raw Python,
+    no gates: sys, frames, sandbox_kernel.confine._confinement replaced -> os.system, writes outside
+                                                                           process run, file written FINDING N4-4
   pio.renderers.default = 'browser'                                        refused (policy)         held
   np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
 """
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import REPO, run_cell_in_child
 
 PAYLOAD = "echo PWNED-BY-REVIEW4"
 
@@ -98,6 +109,9 @@ SINGLETON_ROUTES = {
         "USFederalHolidayCalendar.rules.append(Holiday('planted', month=1, day=1, observance={writer}))\n",
         "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
         "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "numpy_ma_operation_ufunc": (
+        "import functools, numpy as np\nnp.ma.sqrt.f = {writer}\n",
+        "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
 }
 
 HOST_CALLS = """
@@ -155,3 +169,63 @@ def test_plotly_renderers_default_is_not_writable():
                               report=("status", "ename"), probe=probe)
     assert after["ename"] == "AttributeDenied", after
     assert after["default"] == before["default"], (before, after)
+
+
+# --- N4-4: np.test() runs pytest in the kernel process, which executes the cell's conftest.py unrewritten ----
+# numpy's and scipy's `test` attributes (PytestTester instances) are handed out; calling one runs pytest.main
+# in the kernel's process with the cell's extra_argv and test paths. pytest imports conftest.py files (and
+# test modules) through its assertion-rewriting loader: it reads the file, compiles it itself and executes it.
+# The audit hook lets that compile through (an import, only installed code on the stack); the working-directory
+# check applies to importlib's own loader only. The cell's file then runs as plain Python: `import sys`,
+# frames, the sandbox's own modules; replacing sandbox_kernel.confine._confinement switches the confinement
+# off for the whole process, and os.system and writes outside follow. At level none the kernel's cwd is the
+# working directory, so relative paths name the cell's files (the child below runs there, as the kernel does).
+
+PYTEST_CELL = """
+import numpy as np
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('conftest.py', 'w').write({conftest!r})
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+result = np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider',
+                             '-p', 'no:faulthandler', '-s'], tests=['test_planted.py'])
+"""
+
+CONFTEST = """
+import sys
+sys.modules['sandbox_kernel.confine']._confinement = lambda: None
+import os
+open({target!r}, 'w').write('frame: ' + type(sys._getframe()).__name__)
+os.system('echo PROCESS > ' + {marker!r})
+"""
+
+KERNEL_CWD_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    eng = Engine(PRESETS["data-science"], workdir=os.getcwd())
+    done = eng.run_cell(sys.argv[1], emit=lambda e: None)
+    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename")}))
+""")
+
+
+def _run_in_a_kernel_like_child(source: str, workdir) -> dict:
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, "-c", KERNEL_CWD_CHILD, source], capture_output=True, text=True,
+                         timeout=180, cwd=str(workdir), env=env)
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-4: np.test() (a PytestTester handed to the cell) runs pytest "
+                   "in the kernel process; its assertion-rewriting loader compiles and executes the cell's "
+                   "conftest.py unrewritten (the audit hook's import exception); raw Python turns the "
+                   "confinement off and runs a process and writes outside")
+def test_numpy_test_runner_does_not_execute_a_cells_conftest(tmp_path, outside):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    target, marker = outside / "conftest-wrote.txt", outside / "conftest-process.txt"
+    conftest = CONFTEST.format(target=str(target), marker=str(marker))
+    result = _run_in_a_kernel_like_child(PYTEST_CELL.format(conftest=conftest), workdir)
+    assert "crashed" not in result, result
+    assert not marker.exists(), f"a process ran: {result}"
+    assert not target.exists(), f"the cell's conftest wrote outside: {result}"
