@@ -17,7 +17,7 @@ Log of what was tried (one line per attempt class) and the result:
     (template, width)                                                      changed in the host      FINDING N4-3 (lesser)
   np.ma.sqrt.f = partial(np.savetxt, outside...) (numpy.ma's module-level
     _MaskedUnaryOperation instances keep the ufunc as a public attribute); host calls np.ma.sqrt(x)  written FINDING N4-2
-  np.test()/scipy.stats.test() (PytestTester instances are handed out) run pytest in the kernel process on
+  np.test()/scipy.test()/pd.test() (PytestTester instances, pandas.util._tester.test handed out) run pytest in the kernel process on
     a path the cell chose: pytest's assertion-rewriting loader compiles and executes the cell's
     conftest.py from the working directory (the audit hook lets an import's compile through when only
     installed code is on the stack, and checks the file only for importlib's own loader): raw Python,
@@ -182,13 +182,19 @@ def test_plotly_renderers_default_is_not_writable():
 # working directory, so relative paths name the cell's files (the child below runs there, as the kernel does).
 
 PYTEST_CELL = """
-import numpy as np
+import numpy as np, scipy, pandas as pd
 open('pytest.ini', 'w').write('[pytest]\\n')
 open('conftest.py', 'w').write({conftest!r})
 open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
-result = np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider',
-                             '-p', 'no:faulthandler', '-s'], tests=['test_planted.py'])
+ARGS = ['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler', '-s']
+{runner}
 """
+
+PYTEST_RUNNERS = {
+    "numpy_test": "np.test(extra_argv=ARGS, tests=['test_planted.py'])",
+    "scipy_test": "scipy.test(extra_argv=ARGS, tests=['test_planted.py'])",
+    "pandas_test": "pd.test(extra_args=ARGS + ['test_planted.py'])",
+}
 
 CONFTEST = """
 import sys
@@ -216,16 +222,18 @@ def _run_in_a_kernel_like_child(source: str, workdir) -> dict:
     return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-4: np.test() (a PytestTester handed to the cell) runs pytest "
+@pytest.mark.xfail(strict=True, reason="FINDING N4-4: np.test()/scipy.test()/pd.test() (handed to the cell) runs pytest "
                    "in the kernel process; its assertion-rewriting loader compiles and executes the cell's "
                    "conftest.py unrewritten (the audit hook's import exception); raw Python turns the "
                    "confinement off and runs a process and writes outside")
-def test_numpy_test_runner_does_not_execute_a_cells_conftest(tmp_path, outside):
+@pytest.mark.parametrize("runner", sorted(PYTEST_RUNNERS))
+def test_library_test_runners_do_not_execute_a_cells_conftest(tmp_path, outside, runner):
     workdir = tmp_path / "work"
     workdir.mkdir()
     target, marker = outside / "conftest-wrote.txt", outside / "conftest-process.txt"
     conftest = CONFTEST.format(target=str(target), marker=str(marker))
-    result = _run_in_a_kernel_like_child(PYTEST_CELL.format(conftest=conftest), workdir)
+    result = _run_in_a_kernel_like_child(PYTEST_CELL.format(conftest=conftest, runner=PYTEST_RUNNERS[runner]),
+                                         workdir)
     assert "crashed" not in result, result
     assert not marker.exists(), f"a process ran: {result}"
     assert not target.exists(), f"the cell's conftest wrote outside: {result}"
