@@ -23,6 +23,9 @@ Log of what was tried (one line per attempt class) and the result:
     installed code is on the stack, and checks the file only for importlib's own loader): raw Python,
     no gates: sys, frames, sandbox_kernel.confine._confinement replaced -> os.system, writes outside
                                                                            process run, file written FINDING N4-4
+  the same runners without a conftest: pytest prepends the working directory to sys.path (import mode
+    'prepend') and leaves it there; a module the cell wrote is imported by the host's next import of its
+    name, outside any cell                                                 process run, file written FINDING N4-6
   %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')     SandboxInternalError      FINDING N4-5 (lesser)
   %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
@@ -214,13 +217,20 @@ KERNEL_CWD_CHILD = textwrap.dedent("""
     from sandbox_kernel.policy import PRESETS
     eng = Engine(PRESETS["data-science"], workdir=os.getcwd())
     done = eng.run_cell(sys.argv[1], emit=lambda e: None)
-    print(json.dumps({"status": done["status"], "ename": (done["error"] or {}).get("ename")}))
+    report = {"status": done["status"], "ename": (done["error"] or {}).get("ename")}
+    if len(sys.argv) > 2:   # the host's own code after the cell
+        try:
+            exec(sys.argv[2])
+        except Exception as exc:
+            report["host_error"] = type(exc).__name__
+    print(json.dumps(report))
 """)
 
 
-def _run_in_a_kernel_like_child(source: str, workdir) -> dict:
+def _run_in_a_kernel_like_child(source: str, workdir, host: str | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO)
-    out = subprocess.run([sys.executable, "-c", KERNEL_CWD_CHILD, source], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", KERNEL_CWD_CHILD, source] + ([host] if host else []),
+                         capture_output=True, text=True,
                          timeout=180, cwd=str(workdir), env=env)
     lines = out.stdout.strip().splitlines()
     return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
@@ -252,3 +262,41 @@ def test_library_test_runners_do_not_execute_a_cells_conftest(tmp_path, outside,
 def test_time_magic_with_no_statement_is_not_an_internal_error(run, cell):
     r = run(cell)
     assert r.error_name != "SandboxInternalError", r
+
+
+# --- N4-6: pytest leaves the working directory on sys.path; the host's next import runs the cell's file --------
+# Even where pytest's own compile of the cell's files is refused, pytest.main (import mode 'prepend') inserts
+# the test file's directory, the working directory, at sys.path[0] and never takes it out. Every later import
+# of a name not yet imported (the kernel's lazy imports: completion, help, a library's optional module) then
+# finds the cell's file first, and imports it outside any cell: no confinement at all.
+
+PYTEST_NO_CONFTEST_CELL = """
+import numpy as np
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+open('zz_planted_module.py', 'w').write({module!r})
+np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                    '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+"""
+
+PLANTED_MODULE = """
+import os
+open({target!r}, 'w').write('imported by the host')
+os.system('echo PROCESS > ' + {marker!r})
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-6: np.test() (pytest.main, import mode 'prepend') leaves the "
+                   "working directory at sys.path[0] of the kernel process; the host's next import of a name "
+                   "the cell wrote a module for runs it unconfined (process run, file written outside)")
+def test_library_test_runner_leaves_sys_path_alone(tmp_path, outside):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    target, marker = outside / "planted-import.txt", outside / "planted-process.txt"
+    module = PLANTED_MODULE.format(target=str(target), marker=str(marker))
+    host = "import sys\nreport['workdir_on_path'] = os.getcwd() in sys.path\nimport zz_planted_module\n"
+    result = _run_in_a_kernel_like_child(PYTEST_NO_CONFTEST_CELL.format(module=module), workdir, host=host)
+    assert "crashed" not in result, result
+    assert not marker.exists(), f"the host's import ran the cell's module: {result}"
+    assert not target.exists(), f"the host's import ran the cell's module: {result}"
+    assert result.get("workdir_on_path") is False, result
