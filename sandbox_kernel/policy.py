@@ -293,6 +293,8 @@ _DATA_OBJECT_DENY = (
     # (relative_import('x', [], ['ctypes.CDLL']) gave a cell ctypes.CDLL)
     "plotly.relative_import", "_plotly_utils.importers.relative_import", "plotly.optional_imports.get_module",
     "_plotly_utils.optional_imports.get_module",
+    # the test runners by their other names (ModuleRule deny=("test",) above covers the module attributes)
+    "numpy._pytesttester.PytestTester", "pandas.util._tester.test",
     # evaluates a string in its caller's globals
     "numpy.bmat",
     # import a module named by a string and write C-level docstrings into the host's objects
@@ -322,9 +324,12 @@ DATA_SCIENCE = Policy(
     name="data-science",
     description="strict plus numpy, pandas, scipy and plotly; files inside the working directory.",
     modules=_STRICT_MODULES + (
-        ModuleRule("numpy"),
-        ModuleRule("pandas"),
-        ModuleRule("scipy"),
+        # `test` (numpy's and scipy's PytestTester in every subpackage, pandas' test()): pytest in the
+        # kernel's process imports and runs the files a cell wrote (conftest.py, test modules) as plain
+        # Python and puts the working directory on sys.path; no notebook runs a library's test suite.
+        ModuleRule("numpy", deny=("test",)),
+        ModuleRule("pandas", deny=("test",)),
+        ModuleRule("scipy", deny=("test",)),
         ModuleRule("plotly"),
         ModuleRule("csv"),
         # pandas' date parser and time zones; its Windows registry and tarball corners stay denied, and
