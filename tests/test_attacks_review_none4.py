@@ -26,6 +26,10 @@ Log of what was tried (one line per attempt class) and the result:
   the same runners without a conftest: pytest prepends the working directory to sys.path (import mode
     'prepend') and leaves it there; a module the cell wrote is imported by the host's next import of its
     name, outside any cell                                                 process run, file written FINDING N4-6
+  plotly's process-wide validator cache: ValidatorCache.get_validator('scatter', 'x') is the shared
+    instance; validate_coerce = partial(np.savetxt, ...); the host makes any Scatter  file written FINDING N4-2
+    (the kernel's output filter builds its plotly schema lazily from these same instances, reading
+    .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts; not tested)
   %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')     SandboxInternalError      FINDING N4-5 (lesser)
   %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
@@ -116,6 +120,10 @@ SINGLETON_ROUTES = {
         "USFederalHolidayCalendar.rules.append(Holiday('planted', month=1, day=1, observance={writer}))\n",
         "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
         "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "plotly_validator_cache": (
+        "import functools, numpy as np\nfrom plotly.validator_cache import ValidatorCache\n"
+        "ValidatorCache.get_validator('scatter', 'x').validate_coerce = {writer7}\n",
+        "import plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1, 2], y=[3, 4]))"),
     "numpy_ma_operation_ufunc": (
         "import functools, numpy as np\nnp.ma.sqrt.f = {writer}\n",
         "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
@@ -138,7 +146,9 @@ def probe_host(report):
 def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_host(outside, route):
     cell, use = SINGLETON_ROUTES[route]
     target = outside / f"singleton-{route}.sh"
-    result = run_cell_in_child(cell.format(writer=_savetxt_partial(target)), report=("status", "ename"),
+    writer = _savetxt_partial(target)
+    writer7 = writer[:-1] + ", '')"   # one more positional: validate_coerce(v) lands in `comments`
+    result = run_cell_in_child(cell.format(writer=writer, writer7=writer7), report=("status", "ename"),
                                probe=HOST_CALLS.replace("{use}", textwrap.indent(use, " " * 8)))
     assert "crashed" not in result, result
     assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
