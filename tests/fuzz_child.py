@@ -39,6 +39,7 @@ class Batch:
     outcomes: dict = dataclasses.field(default_factory=dict)   # how cells ended: "ok" or the error's name
     seconds: float = 0.0
     returncode: int | None = None
+    sources: dict = dataclasses.field(default_factory=dict)    # security core file -> hash of what ran
 
 
 def run_batch(*, seed: int = 0, count: int = 10**9, seconds: float | None = None, driver: str = "random",
@@ -78,6 +79,7 @@ def run_batch(*, seed: int = 0, count: int = 10**9, seconds: float | None = None
                     batch.outcomes[record["outcome"]] = batch.outcomes.get(record["outcome"], 0) + 1
                 elif "summary" in record:
                     done = True
+                    batch.sources = record.get("sources", {})
         if not done:
             what = "the child hung (killed after %d s)" % timeout if returncode is None else \
                 f"the child died (exit status {returncode})"
@@ -191,7 +193,8 @@ class Fuzzer:
                 self._hypothesis()
         except Enough:
             pass
-        self.progress.write(json.dumps({"summary": True, "cells": self.tried}) + "\n")
+        self.progress.write(json.dumps({"summary": True, "cells": self.tried,
+                                        "sources": self.oracles.imported_source_hashes()}) + "\n")
         self.progress.close()
 
     def _hypothesis(self):

@@ -6,9 +6,10 @@ After each cell:
               opened, read, listed, written, created or removed (inotify on the scene: a read that printed
               nothing is seen too); no process was started (a child of this process, or the marker a
               spawned `touch` creates); the loopback listener got no connection
-  host state  granted modules', their classes' and the real builtins' `__dict__`s (keys and value ids),
-              `sys.modules`, `sys.path`, the environment, the working directory of the process, and host
-              memory (`math.tau`, the raw-memory target of the grammar's IFACE) are as before
+  host state  the `__dict__`s (keys and value ids) of the granted modules, the runtime, builtins, sys, os
+              and the other modules a cell would poison (WATCHED_TOPS) and of their classes, `sys.modules`,
+              `sys.path`, the environment, the working directory of the process, and host memory
+              (`math.tau`, the raw-memory target of the grammar's IFACE) are as before
   engine      no exception escaped run_cell, and none the cell ended with or caught (the grammar keeps what
               it catches in `pool` and `errors`) was raised by the runtime's own code other than
               deliberately (`raise` lines and the places where a gate performs the cell's own operation,
@@ -41,7 +42,9 @@ dateutil sys os posixpath posix subprocess socket importlib types inspect gc wea
 signal ctypes _thread linecache unicodedata codecs traceback""".split())
 
 # Known changes of honest work: (module, key) values replaced per cell, keys libraries add as caches.
-VOLATILE = {("sandbox_kernel.confine", "_net_deny")}
+VOLATILE = {("sandbox_kernel.confine", "_net_deny"),
+            # pandas' find_stack_level fills these the first time pandas warns
+            ("pandas.util._exceptions", "_pkg_dir"), ("pandas.util._exceptions", "_test_dir")}
 CACHE_KEYS = {"__slotnames__", "_abc_impl", "__annotations__", "__parameters__", "__warningregistry__"}
 
 # Lines of the runtime where the exception is the cell's operation's own (the gate performs the read,
@@ -361,6 +364,7 @@ class HostState:
 
 
 _SOURCES: dict[str, list[str]] = {}
+_SOURCE_HASHES: dict[str, str] = {}
 
 
 def snapshot_runtime_sources() -> None:
@@ -371,7 +375,21 @@ def snapshot_runtime_sources() -> None:
         filename = getattr(module, "__file__", None) or ""
         if filename.startswith(PACKAGE_DIR + os.sep) and filename.endswith(".py"):
             with open(filename, encoding="utf-8") as fh:
-                _SOURCES[filename] = fh.read().splitlines()
+                text = fh.read()
+            _SOURCES[filename] = text.splitlines()
+            _SOURCE_HASHES[os.path.basename(filename)] = source_hash(text)
+
+
+def source_hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def imported_source_hashes() -> dict[str, str]:
+    """The security core's files as this process imported them (coverage is only comparable between
+    processes that ran the same source)."""
+    return {name: _SOURCE_HASHES[name] for name in SECURITY_CORE if name in _SOURCE_HASHES}
 
 
 def _source_line(filename: str, lineno: int) -> str:
