@@ -30,6 +30,10 @@ Log of what was tried (one line per attempt class) and the result:
     instance; validate_coerce = partial(np.savetxt, ...); the host makes any Scatter  file written FINDING N4-2
     (the kernel's output filter builds its plotly schema lazily from these same instances, reading
     .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts; not tested)
+  the same, with an __init__.py in the working directory: pytest prepends the package root, the working
+    directory's PARENT, to sys.path; confine._import_roots() reads sys.path afresh, so every file under
+    the parent becomes library-readable: np.loadtxt('<parent>/secret.txt') reads the secret
+    (FileNotFoundError before the run)                                     secret read              FINDING N4-7
   %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')     SandboxInternalError      FINDING N4-5 (lesser)
   %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
@@ -237,9 +241,9 @@ KERNEL_CWD_CHILD = textwrap.dedent("""
 """)
 
 
-def _run_in_a_kernel_like_child(source: str, workdir, host: str | None = None) -> dict:
+def _run_in_a_kernel_like_child(source: str, workdir, host: str | None = None, python_flags=()) -> dict:
     env = dict(os.environ, PYTHONPATH=REPO)
-    out = subprocess.run([sys.executable, "-c", KERNEL_CWD_CHILD, source] + ([host] if host else []),
+    out = subprocess.run([sys.executable, *python_flags, "-c", KERNEL_CWD_CHILD, source] + ([host] if host else []),
                          capture_output=True, text=True,
                          timeout=180, cwd=str(workdir), env=env)
     lines = out.stdout.strip().splitlines()
@@ -310,3 +314,42 @@ def test_library_test_runner_leaves_sys_path_alone(tmp_path, outside):
     assert not marker.exists(), f"the host's import ran the cell's module: {result}"
     assert not target.exists(), f"the host's import ran the cell's module: {result}"
     assert result.get("workdir_on_path") is False, result
+
+
+# --- N4-7: pytest's sys.path insert makes the parent directory readable -------------------------------------
+# The confinement reads every sys.path directory like the installation (confine._import_roots, recomputed
+# whenever sys.path changes). With an __init__.py in the working directory, pytest's 'prepend' import mode
+# inserts the package root, the working directory's parent, at sys.path[0]: from then on a library reads any
+# file under the parent by absolute path (the path is printed by pytest itself: 'rootdir: ...'). The kernel
+# runs with -P, like the child below.
+
+PARENT_READ_CELL = """
+import numpy as np
+def read_secret():
+    try:
+        return str(np.loadtxt({secret!r}, dtype=str))
+    except Exception as exc:
+        return type(exc).__name__
+before = read_secret()
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('__init__.py', 'w').write('')
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                    '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+after = read_secret()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-7: np.test() on a test file in a package (an __init__.py in "
+                   "the working directory) puts the working directory's parent on sys.path; the confinement "
+                   "reads sys.path directories like the installation, so a library reads the parent's secret")
+def test_library_test_runner_does_not_make_the_parent_directory_readable(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    secret = "PARENT-SECRET-" + tmp_path.name
+    (tmp_path / "secret.txt").write_text(secret + "\n")
+    host = "report['before'] = eng.namespace.get('before')\nreport['after'] = eng.namespace.get('after')\n"
+    result = _run_in_a_kernel_like_child(PARENT_READ_CELL.format(secret=str(tmp_path / "secret.txt")), workdir,
+                                         host=host, python_flags=["-P"])
+    assert result.get("before") in ("FileNotFoundError", "FileDenied"), result
+    assert secret not in json.dumps(result), f"the cell read a secret in the working directory's parent: {result}"
