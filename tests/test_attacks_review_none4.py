@@ -14,7 +14,7 @@ Log of what was tried (one line per attempt class) and the result:
     .append(Holiday(observance=partial(...)))); the host later calls norm.pdf(x) /
     CustomBusinessDay(calendar=USFederalHolidayCalendar())                 file written outside     FINDING N4-2
   process-wide data on the same singletons: scipy.stats.norm.badvalue, plotly.express.defaults
-    (template, width)                                                      changed in the host      FINDING N4-3 (lesser)
+    (template, width), np.finfo(np.float64).eps (finfo's instance cache: every later finfo call)                                                    changed in the host      FINDING N4-3 (lesser)
   np.ma.sqrt.f = partial(np.savetxt, outside...) (numpy.ma's module-level
     _MaskedUnaryOperation instances keep the ufunc as a public attribute); host calls np.ma.sqrt(x)  written FINDING N4-2
   np.test()/scipy.test()/pd.test() (PytestTester instances, pandas.util._tester.test handed out) run pytest in the kernel process on
@@ -39,6 +39,7 @@ Log of what was tried (one line per attempt class) and the result:
   %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
   pandas Styler.from_custom_template('.', a template the cell wrote)        compile refused           held
   pio.renderers.default = 'browser'                                        refused (policy)         held
+  zoneinfo.ZoneInfo('UTC') (cached) attribute write, library class write  refused               held
   np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
 """
 from __future__ import annotations
@@ -163,6 +164,8 @@ def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_h
 SINGLETON_DATA = {
     "scipy_stats_badvalue": ("import scipy.stats as st\nst.norm.badvalue = 42.0\n",
                              "import scipy.stats as st\n    report['changed'] = st.norm.badvalue == 42.0"),
+    "numpy_finfo_cache": ("import numpy as np\nnp.finfo(np.float64).eps = 0.5\n",
+                          "import numpy as np\n    report['changed'] = np.finfo(np.float64).eps == 0.5"),
     "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
                                 "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
 }
