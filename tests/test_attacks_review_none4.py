@@ -356,3 +356,25 @@ def test_library_test_runner_does_not_make_the_parent_directory_readable(tmp_pat
                                          host=host, python_flags=["-P"])
     assert result.get("before") in ("FileNotFoundError", "FileDenied"), result
     assert secret not in json.dumps(result), f"the cell read a secret in the working directory's parent: {result}"
+
+
+# --- N4-4 through a real kernel at level none (its cwd is the working directory, as by default) ---------------
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-4 through a real kernel at level none: np.test() executes the "
+                   "cell's conftest.py unrewritten in the kernel process")
+def test_kernel_np_test_does_not_execute_a_cells_conftest(tmp_path, outside):
+    from kernel_helpers import start_client
+
+    workdir = tmp_path / "kernel-work"
+    workdir.mkdir()
+    target, marker = outside / "kernel-conftest-wrote.txt", outside / "kernel-conftest-process.txt"
+    conftest = CONFTEST.format(target=str(target), marker=str(marker))
+    client = start_client(cwd=str(workdir), isolation="none")
+    try:
+        reply = client.run(PYTEST_CELL.format(conftest=conftest, runner=PYTEST_RUNNERS["numpy_test"]), timeout=120)
+        after = client.run("print(6 * 7)", timeout=30)["output"]
+    finally:
+        client.shutdown()
+    assert after == "42\n", (reply, after)
+    assert not marker.exists(), f"the kernel ran a process for the cell: {reply.get('status')}"
+    assert not target.exists(), f"the kernel wrote outside for the cell: {reply.get('status')}"
