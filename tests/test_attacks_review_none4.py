@@ -253,10 +253,7 @@ def _run_in_a_kernel_like_child(source: str, workdir, host: str | None = None, p
     return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-4: np.test()/scipy.test()/pd.test() (handed to the cell) runs pytest "
-                   "in the kernel process; its assertion-rewriting loader compiles and executes the cell's "
-                   "conftest.py unrewritten (the audit hook's import exception); raw Python turns the "
-                   "confinement off and runs a process and writes outside")
+# FINDING N4-4, fixed in a2b9494 (the test runners are refused by module and object rule).
 @pytest.mark.parametrize("runner", sorted(PYTEST_RUNNERS))
 def test_library_test_runners_do_not_execute_a_cells_conftest(tmp_path, outside, runner):
     workdir = tmp_path / "work"
@@ -292,8 +289,11 @@ import numpy as np
 open('pytest.ini', 'w').write('[pytest]\\n')
 open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
 open('zz_planted_module.py', 'w').write({module!r})
-np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
-                    '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+try:
+    np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                        '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+except Exception as exc:
+    runner = type(exc).__name__
 """
 
 PLANTED_MODULE = """
@@ -303,16 +303,16 @@ os.system('echo PROCESS > ' + {marker!r})
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-6: np.test() (pytest.main, import mode 'prepend') leaves the "
-                   "working directory at sys.path[0] of the kernel process; the host's next import of a name "
-                   "the cell wrote a module for runs it unconfined (process run, file written outside)")
+# FINDING N4-6, route closed by a2b9494 (np.test refused). The child runs with -P like the kernel: without it
+# '' (the cwd, the working directory) is sys.path[0] and the host's import finds the cell's module anyway.
 def test_library_test_runner_leaves_sys_path_alone(tmp_path, outside):
     workdir = tmp_path / "work"
     workdir.mkdir()
     target, marker = outside / "planted-import.txt", outside / "planted-process.txt"
     module = PLANTED_MODULE.format(target=str(target), marker=str(marker))
     host = "import sys\nreport['workdir_on_path'] = os.getcwd() in sys.path\nimport zz_planted_module\n"
-    result = _run_in_a_kernel_like_child(PYTEST_NO_CONFTEST_CELL.format(module=module), workdir, host=host)
+    result = _run_in_a_kernel_like_child(PYTEST_NO_CONFTEST_CELL.format(module=module), workdir, host=host,
+                                         python_flags=["-P"])
     assert "crashed" not in result, result
     assert not marker.exists(), f"the host's import ran the cell's module: {result}"
     assert not target.exists(), f"the host's import ran the cell's module: {result}"
@@ -337,15 +337,17 @@ before = read_secret()
 open('pytest.ini', 'w').write('[pytest]\\n')
 open('__init__.py', 'w').write('')
 open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
-np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
-                    '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+try:
+    np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                        '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+except Exception as exc:
+    runner = type(exc).__name__
 after = read_secret()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-7: np.test() on a test file in a package (an __init__.py in "
-                   "the working directory) puts the working directory's parent on sys.path; the confinement "
-                   "reads sys.path directories like the installation, so a library reads the parent's secret")
+# FINDING N4-7, route closed by a2b9494 (np.test refused); the confinement still trusts whatever sys.path
+# holds at the time (confine._import_roots), so any other way to extend sys.path reopens it.
 def test_library_test_runner_does_not_make_the_parent_directory_readable(tmp_path):
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -360,8 +362,8 @@ def test_library_test_runner_does_not_make_the_parent_directory_readable(tmp_pat
 
 # --- N4-4 through a real kernel at level none (its cwd is the working directory, as by default) ---------------
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-4 through a real kernel at level none: np.test() executes the "
-                   "cell's conftest.py unrewritten in the kernel process")
+# FINDING N4-4 through a real kernel (confirmed at 8cd38d5: the conftest printed a frame and ran a process);
+# fixed in a2b9494.
 def test_kernel_np_test_does_not_execute_a_cells_conftest(tmp_path, outside):
     from kernel_helpers import start_client
 
