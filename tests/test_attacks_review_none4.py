@@ -34,6 +34,12 @@ Log of what was tried (one line per attempt class) and the result:
     directory's PARENT, to sys.path; confine._import_roots() reads sys.path afresh, so every file under
     the parent becomes library-readable: np.loadtxt('<parent>/secret.txt') reads the secret
     (FileNotFoundError before the run)                                     secret read              FINDING N4-7
+  a library finalizer calling a method of the cell's object after the cell: scipy.io.netcdf_file(F(), 'w')
+    (__del__ = close: fp.closed, flush -> fp.seek/write, then fp.close()) over a cell class whose
+    methods are all library callables (close = partial(np.savetxt, outside...), seek = partial(int) ...),
+    left in a reference cycle the host's garbage collector frees after the cell  file written  FINDING N4-8
+    (the same with an explicit host close() or at interpreter exit; np.load/NpzFile over a cell file
+    object does not close a file it did not open: held)
   %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')     SandboxInternalError      FINDING N4-5 (lesser)
   %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
@@ -380,3 +386,45 @@ def test_kernel_np_test_does_not_execute_a_cells_conftest(tmp_path, outside):
     assert after == "42\n", (reply, after)
     assert not marker.exists(), f"the kernel ran a process for the cell: {reply.get('status')}"
     assert not target.exists(), f"the kernel wrote outside for the cell: {reply.get('status')}"
+
+
+# --- N4-8: a library finalizer calls the cell's object's methods after the cell ------------------------------
+# scipy.io.netcdf_file takes any object with .seek as its file, and its __del__ (= close) reads fp.closed,
+# flushes (fp.seek, fp.write ...) and calls fp.close(). The cell's class binds library callables to those
+# plain method names: no cell code runs, so the idle tick refuses nothing. Left in a reference cycle, the
+# netcdf_file is freed by the host's garbage collector after the cell (any allocation may trigger it), where
+# nothing is confined. Objects *of* a class with a library finalizer take no attributes (gates._library_finalizer);
+# the objects such a finalizer *holds* are the cell's.
+
+NETCDF_FINALIZER_CELL = """
+import functools, numpy as np, scipy.io
+class CellFile:
+    closed = False
+    close = {writer7}
+    seek = functools.partial(int)
+    tell = functools.partial(int)
+    write = functools.partial(len)
+    flush = functools.partial(int)
+cycle = [scipy.io.netcdf_file(CellFile(), 'w')]
+cycle.append(cycle)
+del cycle
+"""
+
+HOST_COLLECTS = """
+def probe_host(report):
+    import gc
+    gc.collect()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-8: scipy.io.netcdf_file's __del__ calls fp.close() on the cell's "
+                   "file object; bound to partial(np.savetxt, outside...) and freed by the host's garbage "
+                   "collector after the cell, it writes outside unconfined")
+def test_a_library_finalizer_does_not_call_the_cells_object_after_the_cell(outside):
+    target = outside / "netcdf-finalizer.sh"
+    writer7 = _savetxt_partial(target)[:-1] + ", '')"
+    result = run_cell_in_child(NETCDF_FINALIZER_CELL.format(writer7=writer7), report=("status", "ename"),
+                               probe=HOST_COLLECTS)
+    assert "crashed" not in result, result
+    assert result["status"] == "ok", result
+    assert not target.exists(), f"the host's garbage collector ran the cell's close() unconfined: {result}"
