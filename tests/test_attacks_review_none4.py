@@ -14,7 +14,8 @@ Log of what was tried (one line per attempt class) and the result:
     .append(Holiday(observance=partial(...)))); the host later calls norm.pdf(x) /
     CustomBusinessDay(calendar=USFederalHolidayCalendar())                 file written outside     FINDING N4-2
   process-wide data on the same singletons: scipy.stats.norm.badvalue, plotly.express.defaults
-    (template, width), np.finfo(np.float64).eps (finfo's instance cache: every later finfo call)                                                    changed in the host      FINDING N4-3 (lesser)
+    (template, width), np.finfo(np.float64).eps (finfo's instance cache: every later finfo call),
+    plotly.io.defaults (the plotly.js/MathJax/topojson URLs image export loads), plotly.io.json.config                                                    changed in the host      FINDING N4-3 (lesser)
   np.ma.sqrt.f = partial(np.savetxt, outside...) (numpy.ma's module-level
     _MaskedUnaryOperation instances keep the ufunc as a public attribute); host calls np.ma.sqrt(x)  written FINDING N4-2
   np.test()/scipy.test()/pd.test() (PytestTester instances, pandas.util._tester.test handed out) run pytest in the kernel process on
@@ -46,6 +47,8 @@ Log of what was tried (one line per attempt class) and the result:
   pandas Styler.from_custom_template('.', a template the cell wrote)        compile refused           held
   pio.renderers.default = 'browser'                                        refused (policy)         held
   zoneinfo.ZoneInfo('UTC') (cached) attribute write, library class write  refused               held
+  np.set_printoptions(formatter={'float': partial(np.savetxt, outside...)}) then the host prints an array
+                                                                          per-engine context     held
   np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
 """
 from __future__ import annotations
@@ -172,6 +175,10 @@ SINGLETON_DATA = {
                              "import scipy.stats as st\n    report['changed'] = st.norm.badvalue == 42.0"),
     "numpy_finfo_cache": ("import numpy as np\nnp.finfo(np.float64).eps = 0.5\n",
                           "import numpy as np\n    report['changed'] = np.finfo(np.float64).eps == 0.5"),
+    "plotly_io_defaults_urls": ("import plotly.io as pio\npio.defaults.plotlyjs = 'https://attacker.example/p.js'\n",
+                                "import plotly.io as pio\n    report['changed'] = pio.defaults.plotlyjs is not None"),
+    "plotly_json_config": ("import plotly.io as pio\npio.json.config.default_engine = 'json'\n",
+                           "import plotly.io as pio\n    report['changed'] = pio.json.config.default_engine == 'json'"),
     "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
                                 "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
 }
