@@ -47,6 +47,8 @@ Log of what was tried (one line per attempt class) and the result:
   pandas Styler.from_custom_template('.', a template the cell wrote)        compile refused           held
   pio.renderers.default = 'browser'                                        refused (policy)         held
   zoneinfo.ZoneInfo('UTC') (cached) attribute write, library class write  refused               held
+  pandas eval/query: dunders (__globals__, __base__, __subclasses__, __code__, module __dict__), gate
+    names, __builtins__, str*1e9, 2**1e8, '%999999999d' % 1, 'in' over iter(range(10**12))  refused  held
   np.set_printoptions(formatter={'float': partial(np.savetxt, outside...)}) then the host prints an array
                                                                           per-engine context     held
   np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
@@ -435,3 +437,25 @@ def test_a_library_finalizer_does_not_call_the_cells_object_after_the_cell(outsi
     assert "crashed" not in result, result
     assert result["status"] == "ok", result
     assert not target.exists(), f"the host's garbage collector ran the cell's close() unconfined: {result}"
+
+
+# --- held: pandas' expression language refuses what the cell's own code is refused -------------------------------
+
+PANDAS_EVAL_REFUSALS = {
+    "function_globals": ("def g():\n    pass\nv = pd.eval('f.__globals__', local_dict={'f': g})", "AttributeDenied"),
+    "class_base": ("v = pd.eval('x.__class__.__base__', local_dict={'x': 1})", "AttributeDenied"),
+    "subclasses": ("v = pd.eval('o.__subclasses__()', local_dict={'o': object})", "AttributeDenied"),
+    "module_dict": ("v = pd.eval('m.__dict__', local_dict={'m': np})", "AttributeDenied"),
+    "gate_name": ("v = pd.eval('__st_getattr__')", "NameDenied"),
+    "str_repeat": ("v = pd.eval('s * 1000000000', local_dict={'s': 'abc'})", "SizeDenied"),
+    "percent_width": ("v = pd.eval('s % 1', local_dict={'s': '%999999999d'})", "SizeDenied"),
+    "iterator_membership": ("v = pd.eval('5 in r', local_dict={'r': iter(range(10**12))})", "TickLimitExceeded"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(PANDAS_EVAL_REFUSALS))
+def test_pandas_eval_refuses_what_a_cell_is_refused(sandbox, route):
+    cell, refusal = PANDAS_EVAL_REFUSALS[route]
+    r = sandbox.run("import pandas as pd, numpy as np\n" + cell, ticks=10**6)
+    assert r.error_name == refusal, r
+    assert "v" not in sandbox.ns
