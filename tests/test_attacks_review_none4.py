@@ -39,6 +39,8 @@ Log of what was tried (one line per attempt class) and the result:
     (__del__ = close: fp.closed, flush -> fp.seek/write, then fp.close()) over a cell class whose
     methods are all library callables (close = partial(np.savetxt, outside...), seek = partial(int) ...),
     left in a reference cycle the host's garbage collector frees after the cell  file written  FINDING N4-8
+    pd.read_csv(cell binary file, iterator=True): pandas' io.TextIOWrapper around it, its C finalizer
+    closes the buffer: same                                                file written             FINDING N4-8
     (the same with an explicit host close() or at interpreter exit; np.load/NpzFile over a cell file
     object does not close a file it did not open: held)
   %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
@@ -405,6 +407,23 @@ def test_kernel_np_test_does_not_execute_a_cells_conftest(tmp_path, outside):
 # nothing is confined. Objects *of* a class with a library finalizer take no attributes (gates._library_finalizer);
 # the objects such a finalizer *holds* are the cell's.
 
+TEXTIO_FINALIZER_CELL = """
+import functools, operator, numpy as np, pandas as pd
+class CellBinaryFile:
+    mode = 'rb'
+    closed = False
+    close = {writer7}
+    readable = functools.partial(bool, 1)
+    writable = functools.partial(bool, 0)
+    seekable = functools.partial(bool, 0)
+    read = functools.partial(operator.mul, b'a\\n')
+    read1 = functools.partial(operator.mul, b'a\\n')
+    flush = functools.partial(int)
+cycle = [pd.read_csv(CellBinaryFile(), iterator=True, engine='python')]
+cycle.append(cycle)
+del cycle
+"""
+
 NETCDF_FINALIZER_CELL = """
 import functools, numpy as np, scipy.io
 class CellFile:
@@ -426,13 +445,18 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-8: scipy.io.netcdf_file's __del__ calls fp.close() on the cell's "
-                   "file object; bound to partial(np.savetxt, outside...) and freed by the host's garbage "
-                   "collector after the cell, it writes outside unconfined")
-def test_a_library_finalizer_does_not_call_the_cells_object_after_the_cell(outside):
-    target = outside / "netcdf-finalizer.sh"
+FINALIZER_ROUTES = {"scipy_netcdf_file": NETCDF_FINALIZER_CELL, "pandas_read_csv_text_wrapper": TEXTIO_FINALIZER_CELL}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-8: a library finalizer (scipy.io.netcdf_file.__del__, the "
+                   "io.TextIOWrapper pandas.read_csv(iterator=True) puts around a binary file object) calls "
+                   "close() on the cell's file object; bound to partial(np.savetxt, outside...) and freed by the "
+                   "host's garbage collector after the cell, it writes outside unconfined")
+@pytest.mark.parametrize("route", sorted(FINALIZER_ROUTES))
+def test_a_library_finalizer_does_not_call_the_cells_object_after_the_cell(outside, route):
+    target = outside / f"finalizer-{route}.sh"
     writer7 = _savetxt_partial(target)[:-1] + ", '')"
-    result = run_cell_in_child(NETCDF_FINALIZER_CELL.format(writer7=writer7), report=("status", "ename"),
+    result = run_cell_in_child(FINALIZER_ROUTES[route].format(writer7=writer7), report=("status", "ename"),
                                probe=HOST_COLLECTS)
     assert "crashed" not in result, result
     assert result["status"] == "ok", result
