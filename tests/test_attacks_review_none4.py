@@ -1,59 +1,62 @@
 """Fourth independent review at level `none`: attacks by an outsider told only the threat model.
 
-Start 2026-11-26 13:31 UTC. Each test performs the real attack in an Engine with the data-science policy
-(or a child process running one, when the attack changes process-wide state) and asserts that it failed
-and nothing happened. Findings are strict xfails named FINDING N4-k.
+Start 2026-11-26 13:31 UTC (end: see the last line of this log). Each test performs the real attack in an
+Engine with the data-science policy (or a child process running one, when the attack changes process-wide
+state or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
+findings are strict xfails named FINDING N4-k; N4-4 (and the N4-6/N4-7 routes through it) was closed by
+a2b9494 during the review and is a regression test now.
 
 Log of what was tried (one line per attempt class) and the result:
-  pandas' holiday-calendar registry (AbstractHolidayCalendar's metaclass registers every subclass by
-    name, replacing pandas' own USFederalHolidayCalendar); a Holiday whose observance= is a library
-    callable (partial(np.savetxt, outside...)); the host later calls get_calendar(name).holidays()  file
-                                                                     written outside by the host  FINDING N4-1
-  attribute writes on module-level singletons of granted libraries (scipy.stats.norm.pdf = partial(...),
-    pandas.tseries.holiday.USMemorialDay.observance = partial(...), USFederalHolidayCalendar.rules
-    .append(Holiday(observance=partial(...)))); the host later calls norm.pdf(x) /
-    CustomBusinessDay(calendar=USFederalHolidayCalendar())                 file written outside     FINDING N4-2
-  process-wide data on the same singletons: scipy.stats.norm.badvalue, plotly.express.defaults
-    (template, width), np.finfo(np.float64).eps (finfo's instance cache: every later finfo call),
-    plotly.io.defaults (the plotly.js/MathJax/topojson URLs image export loads), plotly.io.json.config                                                    changed in the host      FINDING N4-3 (lesser)
-  np.ma.sqrt.f = partial(np.savetxt, outside...) (numpy.ma's module-level
-    _MaskedUnaryOperation instances keep the ufunc as a public attribute); host calls np.ma.sqrt(x)  written FINDING N4-2
-  np.test()/scipy.test()/pd.test() (PytestTester instances, pandas.util._tester.test handed out) run pytest in the kernel process on
-    a path the cell chose: pytest's assertion-rewriting loader compiles and executes the cell's
-    conftest.py from the working directory (the audit hook lets an import's compile through when only
-    installed code is on the stack, and checks the file only for importlib's own loader): raw Python,
-    no gates: sys, frames, sandbox_kernel.confine._confinement replaced -> os.system, writes outside
-                                                                           process run, file written FINDING N4-4
-  the same runners without a conftest: pytest prepends the working directory to sys.path (import mode
-    'prepend') and leaves it there; a module the cell wrote is imported by the host's next import of its
-    name, outside any cell                                                 process run, file written FINDING N4-6
-  plotly's process-wide validator cache: ValidatorCache.get_validator('scatter', 'x') is the shared
-    instance; validate_coerce = partial(np.savetxt, ...); the host makes any Scatter  file written FINDING N4-2
-    (the kernel's output filter builds its plotly schema lazily from these same instances, reading
-    .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts; not tested)
-  the same, with an __init__.py in the working directory: pytest prepends the package root, the working
-    directory's PARENT, to sys.path; confine._import_roots() reads sys.path afresh, so every file under
-    the parent becomes library-readable: np.loadtxt('<parent>/secret.txt') reads the secret
-    (FileNotFoundError before the run)                                     secret read              FINDING N4-7
-  a library finalizer calling a method of the cell's object after the cell: scipy.io.netcdf_file(F(), 'w')
-    (__del__ = close: fp.closed, flush -> fp.seek/write, then fp.close()) over a cell class whose
-    methods are all library callables (close = partial(np.savetxt, outside...), seek = partial(int) ...),
-    left in a reference cycle the host's garbage collector frees after the cell  file written  FINDING N4-8
-    pd.read_csv(cell binary file, iterator=True): pandas' io.TextIOWrapper around it, its C finalizer
-    closes the buffer: same                                                file written             FINDING N4-8
-    (the same with an explicit host close() or at interpreter exit; np.load/NpzFile over a cell file
-    object does not close a file it did not open: held)
-  %%writefile ../x, an absolute path, -a ../../x                           refused (FileDenied)      held
-  %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')     SandboxInternalError      FINDING N4-5 (lesser)
-  %%timeit/%time with a refused import in the statement                     refused (ImportDenied)    held
-  pandas Styler.from_custom_template('.', a template the cell wrote)        compile refused           held
-  pio.renderers.default = 'browser'                                        refused (policy)         held
-  zoneinfo.ZoneInfo('UTC') (cached) attribute write, library class write  refused               held
+  pandas' holiday-calendar registry: a cell subclass of AbstractHolidayCalendar is registered by its
+    metaclass under its name, replacing pandas' USFederalHolidayCalendar; its Holiday(observance=
+    partial(np.savetxt, outside...)) runs when the host calls get_calendar(name).holidays()
+                                                                       file written by the host  FINDING N4-1
+  attribute writes on instances granted libraries keep at module level, shared by the process:
+    scipy.stats.norm.pdf = partial(...), pandas' USMemorialDay.observance = partial(...),
+    USFederalHolidayCalendar.rules.append(Holiday(observance=partial(...))) (a class-level list),
+    np.ma.sqrt.f = partial(...) (numpy.ma's operation objects), plotly's ValidatorCache instances
+    (validate_coerce = partial(...)); the host then calls norm.pdf / CustomBusinessDay(calendar=...) /
+    np.ma.sqrt / go.Scatter                                            file written by the host  FINDING N4-2
+    (the kernel's output filter builds its plotly schema lazily from the same validator instances,
+    reading .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts;
+    not tested)
+  process-wide data on such instances: scipy.stats.norm.badvalue, plotly.express.defaults,
+    np.finfo(np.float64).eps (finfo's instance cache), plotly.io.defaults (URLs), plotly.io.json.config
+                                                                       changed in the host       FINDING N4-3 (lesser)
+  np.test()/scipy.test()/pd.test() (handed out) run pytest in the kernel's process on the cell's files:
+    pytest's assertion-rewriting loader compiled and executed the cell's conftest.py (the audit hook's
+    import exception checked the working directory for importlib's own loader only): raw Python, sys,
+    frames, confine._confinement replaced, os.system, writes outside; confirmed through a real kernel
+                                                                       process run, file written FINDING N4-4 (fixed)
+  the same runners without a conftest: pytest prepends the working directory to sys.path and leaves it
+    there; the host's next import of a name the cell wrote a module for runs it outside any cell
+                                                                       process run, file written FINDING N4-6 (route closed)
+  the same with an __init__.py in the working directory: the PARENT goes on sys.path, and the
+    confinement reads every sys.path directory like the installation (confine._import_roots), so
+    np.loadtxt('<parent>/secret.txt') reads it                         secret read               FINDING N4-7 (route closed)
+  library finalizers calling the cell's object after the cell: scipy.io.netcdf_file(CellFile(), 'w')
+    (__del__ = close: flush, then fp.close()), and the io.TextIOWrapper pandas.read_csv(iterator=True)
+    puts around a binary file object (its C finalizer closes the buffer); the cell's methods are library
+    callables (close = partial(np.savetxt, outside...)), the reader is left in a reference cycle that the
+    host's garbage collector frees after the cell                      file written by the host  FINDING N4-8
+    (np.load's NpzFile over a cell file object does not close a file it did not open: held)
+  %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
+  %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
+  %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
+  eval()/exec(): bytes subclasses, dict subclasses as globals, '__builtins__' bound by the text, a
+    function's __globals__, code objects                                 refused / own dicts        held
+  help('os'), help('pandas.compat'), vars(module), dir()/vars() with two arguments     refused     held
+  np.info('getcwd', toplevel='os') imports any module by name and prints its docs (no reference
+    returned)                                                            information only          held
+  pandas Styler.from_custom_template('.', a template the cell wrote)     compile refused           held
   pandas eval/query: dunders (__globals__, __base__, __subclasses__, __code__, module __dict__), gate
-    names, __builtins__, str*1e9, 2**1e8, '%999999999d' % 1, 'in' over iter(range(10**12))  refused  held
-  np.set_printoptions(formatter={'float': partial(np.savetxt, outside...)}) then the host prints an array
-                                                                          per-engine context     held
-  np.r_ / np.mgrid / np.ma.masked attribute writes                         AttributeError (slots)   held
+    names, __builtins__, str * 1e9, '%999999999d' % 1, 'in' over iter(range(10**12))  refused       held
+  np.set_printoptions(formatter={'float': partial(...)}), then the host prints an array  per engine  held
+  pio.renderers.default = 'browser'                                      refused (policy)          held
+  scipy.LowLevelCallable.from_cython (capsules with a chosen signature)  refused (policy)          held
+  dateutil.tz.gettz / tzfile of an absolute path outside, zoneinfo keys with '..'  refused         held
+  zoneinfo.ZoneInfo('UTC') attribute write, library class attribute write  refused                 held
+  np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
 
