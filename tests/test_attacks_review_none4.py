@@ -27,10 +27,10 @@ Log of what was tried (one line per attempt class) and the result:
     pytest's assertion-rewriting loader compiled and executed the cell's conftest.py (the audit hook's
     import exception checked the working directory for importlib's own loader only): raw Python, sys,
     frames, confine._confinement replaced, os.system, writes outside; confirmed through a real kernel
-                                                                       process run, file written FINDING N4-4 (fixed)
+                                                                process run, file written FINDING N4-4 (fixed)
   the same runners without a conftest: pytest prepends the working directory to sys.path and leaves it
     there; the host's next import of a name the cell wrote a module for runs it outside any cell
-                                                                       process run, file written FINDING N4-6 (route closed)
+                                                             process run, file written  FINDING N4-6 (route closed)
   the same with an __init__.py in the working directory: the PARENT goes on sys.path, and the
     confinement reads every sys.path directory like the installation (confine._import_roots), so
     np.loadtxt('<parent>/secret.txt') reads it                         secret read               FINDING N4-7 (route closed)
@@ -486,3 +486,54 @@ def test_pandas_eval_refuses_what_a_cell_is_refused(sandbox, route):
     r = sandbox.run("import pandas as pd, numpy as np\n" + cell, ticks=10**6)
     assert r.error_name == refusal, r
     assert "v" not in sandbox.ns
+
+
+# --- held: the other attempts, each must be refused (or do nothing) ------------------------------------------
+
+HELD_IN_THE_ENGINE = {
+    "writefile_parent": ("%%writefile ../escaped.txt\nhello\n", "FileDenied"),
+    "writefile_append_climb": ("%%writefile -a ../../escaped.txt\nhello\n", "FileDenied"),
+    "timeit_refused_import": ("%%timeit -n 1 -r 1 import os\npass\n", "ImportDenied"),
+    "exec_dict_subclass": ("class D(dict):\n    pass\nexec('x = 1', D())\n", "TypeError"),
+    "exec_binds_builtins": ("exec('__builtins__ = 5', {})\n", "NameDenied"),
+    "exec_function_globals": ("def f():\n    pass\nexec('x = 1', f.__globals__)\n", "AttributeDenied"),
+    "vars_of_a_module": ("import pandas as pd\nv = vars(pd)\n", "BuiltinDenied"),
+    "lowlevelcallable": ("import scipy\nv = scipy.LowLevelCallable\n", "AttributeDenied"),
+    "styler_template_from_the_workdir": (
+        "import pandas as pd\nopen('t.tpl', 'w').write(\"{% extends 'html_table.tpl' %}{% block table %}"
+        "{{ ''.__class__.__mro__ }}{% endblock %}\")\ndf = pd.DataFrame({'a': [1]})\n"
+        "v = type(df.style).from_custom_template('.', 't.tpl')(df).to_html()\n", "OperationDenied"),
+    "renderers_default": ("import plotly.io as pio\npio.renderers.default = 'browser'\n", "AttributeDenied"),
+    "library_class_write": ("import scipy.stats as st\nst.qmc.Sobol.planted = 1\n", "AttributeDenied"),
+    "zoneinfo_cached_instance_write": ("import zoneinfo\nzoneinfo.ZoneInfo('UTC').utcoffset = print\n",
+                                       "AttributeError"),
+    "tzfile_outside": ("import dateutil.tz as tz\nv = tz.tzfile('/etc/passwd')\n", "FileDenied"),
+    "zoneinfo_key_climbs": ("import zoneinfo\nv = zoneinfo.ZoneInfo('../../../../etc/passwd')\n", "ValueError"),
+    "help_by_name_of_a_denied_module": ("help('os')\nv = None\n", None),
+}
+
+
+@pytest.mark.parametrize("route", sorted(HELD_IN_THE_ENGINE))
+def test_other_attempts_are_refused(sandbox, tmp_path, route):
+    cell, refusal = HELD_IN_THE_ENGINE[route]
+    r = sandbox.run(cell)
+    assert r.error_name == refusal, r
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path.parent / "escaped.txt").exists()
+    if refusal is None:
+        assert "No documentation found" in r.stdout, r
+
+
+def test_np_info_of_a_denied_module_hands_nothing_back(sandbox):
+    r = sandbox.run("import numpy as np\nv = np.info('getcwd', toplevel='os')\n")
+    assert r.ok, r
+    assert sandbox.ns["v"] is None
+
+
+def test_print_options_do_not_reach_the_host(outside):
+    target = outside / "printoptions.sh"
+    cell = ("import functools, numpy as np\nnp.set_printoptions(formatter={{'float': {writer}}})\n"
+            .format(writer=_savetxt_partial(target)))
+    probe = "def probe_host(report):\n    import numpy as np\n    report['text'] = repr(np.array([1.5]))\n"
+    result = run_cell_in_child(cell, report=("status",), probe=probe)
+    assert result.get("text") == "array([1.5])", result
+    assert not target.exists()
