@@ -33,7 +33,7 @@ Log of what was tried (one line per attempt class) and the result:
                                                              process run, file written  FINDING N4-6 (route closed)
   the same with an __init__.py in the working directory: the PARENT goes on sys.path, and the
     confinement reads every sys.path directory like the installation (confine._import_roots), so
-    np.loadtxt('<parent>/secret.txt') reads it                      secret read               FINDING N4-7 (route closed)
+    np.loadtxt('<parent>/secret.txt') reads it                     secret read               FINDING N4-7 (route closed)
   library finalizers calling the cell's object after the cell: scipy.io.netcdf_file(CellFile(), 'w')
     (__del__ = close: flush, then fp.close()), and the io.TextIOWrapper pandas.read_csv(iterator=True)
     puts around a binary file object (its C finalizer closes the buffer); the cell's methods are library
