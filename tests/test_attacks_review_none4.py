@@ -40,6 +40,9 @@ Log of what was tried (one line per attempt class) and the result:
     callables (close = partial(np.savetxt, outside...)), the reader is left in a reference cycle that the
     host's garbage collector frees after the cell                      file written by the host  FINDING N4-8
     (np.load's NpzFile over a cell file object does not close a file it did not open: held)
+  scipy.sparse arrays built from index arrays the cell chose: csr_array((data, indices, indptr)) checks
+    shapes, not index bounds; toarray() writes data[k] at column indices[k]: an out-of-bounds write of a
+    chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -537,3 +540,25 @@ def test_print_options_do_not_reach_the_host(outside):
     result = run_cell_in_child(cell, report=("status",), probe=probe)
     assert result.get("text") == "array([1.5])", result
     assert not target.exists()
+
+
+# --- N4-9: scipy.sparse trusts the cell's index arrays: an out-of-bounds write in C ------------------------------
+# csr_array((data, indices, indptr), shape=...) runs check_format(full_check=False): lengths and dtypes, not
+# whether each column index is below the number of columns. toarray() (csr_todense in C++) then writes
+# data[k] at row offset + indices[k]: a chosen value at a chosen distance from a heap buffer, before or
+# after it. A memory-write primitive in the kernel's process; here it only crashes it.
+
+SPARSE_OOB_CELL = """
+import numpy as np, scipy.sparse as sp
+a = sp.csr_array((np.array([1.0]), np.array([100000000]), np.array([0, 1])), shape=(1, 2))
+dense = a.toarray()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-9: scipy.sparse.csr_array takes column indices past the shape "
+                   "(check_format(full_check=False)); toarray() writes out of bounds in C and the kernel process "
+                   "segfaults (a chosen value at a chosen offset)")
+def test_sparse_arrays_with_out_of_range_indices_do_not_write_out_of_bounds():
+    result = run_cell_in_child(SPARSE_OOB_CELL, report=("status", "ename", "returncode"), hard_exit=True)
+    assert "crashed" not in result, f"the process died: {result}"
+    assert result["status"] == "error", result
