@@ -43,6 +43,8 @@ Log of what was tried (one line per attempt class) and the result:
   scipy.sparse arrays built from index arrays the cell chose: csr_array((data, indices, indptr)) checks
     shapes, not index bounds; toarray() writes data[k] at column indices[k]: an out-of-bounds write of a
     chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9
+    A @ x with such indices (or a.indices[0] = 5 after construction) reads past x: heap words and
+    pointers (6.9e-310) come back as the result                         memory read               FINDING N4-9
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -562,3 +564,20 @@ def test_sparse_arrays_with_out_of_range_indices_do_not_write_out_of_bounds():
     result = run_cell_in_child(SPARSE_OOB_CELL, report=("status", "ename", "returncode"), hard_exit=True)
     assert "crashed" not in result, f"the process died: {result}"
     assert result["status"] == "error", result
+
+
+SPARSE_OOB_READS = {
+    "constructed": "a = sp.csr_array((np.array([1.0]), np.array([5]), np.array([0, 1])), shape=(1, 2))\n",
+    "indices_written_after": ("a = sp.csr_array((np.array([1.0]), np.array([0]), np.array([0, 1])), shape=(1, 2))\n"
+                              "a.indices[0] = 5\n"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-9: a csr_array whose column index is past the shape (given at "
+                   "construction, or written into .indices afterwards) makes A @ x read past x in C: the cell "
+                   "reads the kernel process's heap (pointers come back as doubles)")
+@pytest.mark.parametrize("route", sorted(SPARSE_OOB_READS))
+def test_sparse_products_do_not_read_out_of_bounds(sandbox, route):
+    r = sandbox.run("import numpy as np, scipy.sparse as sp\n" + SPARSE_OOB_READS[route] +
+                    "x = np.zeros(2)\nleaked = (a @ x)[0]\n")
+    assert not r.ok, f"the product read past x: {sandbox.ns.get('leaked')!r}"
