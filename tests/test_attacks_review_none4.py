@@ -45,6 +45,9 @@ Log of what was tried (one line per attempt class) and the result:
     chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9
     A @ x with such indices (or a.indices[0] = 5 after construction) reads past x: heap words and
     pointers (6.9e-310) come back as the result                         memory read               FINDING N4-9
+  the dataframe interchange protocol: pd.api.interchange.from_dataframe(cell object) asks the cell's
+    column for get_buffers() and lays an array over buffer.ptr with ctypes (buffer_to_ndarray): the cell
+    names any address; id(x) + 8 reads back id(type(x))                 any memory read           FINDING N4-10
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -581,3 +584,60 @@ def test_sparse_products_do_not_read_out_of_bounds(sandbox, route):
     r = sandbox.run("import numpy as np, scipy.sparse as sp\n" + SPARSE_OOB_READS[route] +
                     "x = np.zeros(2)\nleaked = (a @ x)[0]\n")
     assert not r.ok, f"the product read past x: {sandbox.ns.get('leaked')!r}"
+
+
+# --- N4-10: the dataframe interchange protocol reads any address the cell names ------------------------------
+# pd.api.interchange.from_dataframe(obj) calls obj.__dataframe__() and, for each column, get_buffers(); for a
+# primitive column pandas makes ctypes.cast(buffer.ptr, POINTER(c_int64)) and np.ctypeslib.as_array over it
+# (pandas/core/interchange/from_dataframe.py, buffer_to_ndarray), then copies it into the DataFrame. The
+# pointer is the cell's integer: the cell reads any address of the kernel's process. No ctypes object reaches
+# the cell and the array is int64 over bytes, so neither the instance refusal nor ndarray's constructor guard
+# sees it. Proof without a crash: the word after id(x) is ob_type, the address of type(x).
+
+INTERCHANGE_READ_CELL = """
+import pandas as pd, numpy as np
+class Buffer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.bufsize = 8
+class Column:
+    dtype = (0, 64, 'l', '=')
+    offset = 0
+    describe_null = (0, None)
+    def __init__(self, ptr):
+        self.address = ptr
+    def size(self):
+        return 1
+    def get_buffers(self):
+        return {'data': (Buffer(self.address), (0, 64, 'l', '=')), 'validity': None, 'offsets': None}
+class Frame:
+    metadata = {}
+    def __init__(self, ptr):
+        self.address = ptr
+    def __dataframe__(self, nan_as_null=False, allow_copy=True):
+        return self
+    def num_chunks(self):
+        return 1
+    def get_chunks(self, n=None):
+        return [self]
+    def column_names(self):
+        return ['c']
+    def get_column_by_name(self, name):
+        return Column(self.address)
+    def num_columns(self):
+        return 1
+    def num_rows(self):
+        return 1
+victim = np.zeros(1)
+word = int(pd.api.interchange.from_dataframe(Frame(id(victim) + 8))['c'][0])
+read_the_type_pointer = word == id(type(victim))
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-10: pd.api.interchange.from_dataframe lays an int64 array over "
+                   "the cell object's buffer.ptr with ctypes: the cell reads any address of the kernel process "
+                   "(id(x) + 8 gives back id(type(x)))")
+def test_dataframe_interchange_does_not_read_an_address_the_cell_names(sandbox):
+    r = sandbox.run(INTERCHANGE_READ_CELL)
+    assert sandbox.ns.get("read_the_type_pointer") is not True, "the cell read the kernel's memory"
+    assert not r.ok, r
