@@ -48,6 +48,9 @@ Log of what was tried (one line per attempt class) and the result:
   the dataframe interchange protocol: pd.api.interchange.from_dataframe(cell object) asks the cell's
     column for get_buffers() and lays an array over buffer.ptr with ctypes (buffer_to_ndarray): the cell
     names any address; id(x) + 8 reads back id(type(x))                 any memory read           FINDING N4-10
+    a float column with a byte-mask validity buffer: set_nulls writes NaN through the raw view
+    (data[null_pos] = None) before the copy: the cell's array at an address it read back (id(a) + 16)
+    holds NaN afterwards                                                any memory written        FINDING N4-10
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -640,4 +643,38 @@ read_the_type_pointer = word == id(type(victim))
 def test_dataframe_interchange_does_not_read_an_address_the_cell_names(sandbox):
     r = sandbox.run(INTERCHANGE_READ_CELL)
     assert sandbox.ns.get("read_the_type_pointer") is not True, "the cell read the kernel's memory"
+    assert not r.ok, r
+
+
+INTERCHANGE_WRITE_CELL = INTERCHANGE_READ_CELL + """
+class NullableFloatColumn(Column):
+    dtype = (2, 64, 'g', '=')
+    describe_null = (4, 1)              # a byte mask, 1 = missing
+    def __init__(self, ptr, mask_ptr):
+        self.address, self.mask_address = ptr, mask_ptr
+    def get_buffers(self):
+        mask = Buffer(self.mask_address)
+        return {'data': (Buffer(self.address), self.dtype), 'validity': (mask, (20, 8, 'C', '=')), 'offsets': None}
+class NullableFrame(Frame):
+    def get_column_by_name(self, name):
+        return self.column
+def read_word(address):
+    return int(pd.api.interchange.from_dataframe(Frame(address))['c'][0])
+target = np.array([1.5])
+missing = np.array([1], dtype=np.uint8)
+frame = NullableFrame(0)
+frame.column = NullableFloatColumn(read_word(id(target) + 16), read_word(id(missing) + 16))
+try:
+    pd.api.interchange.from_dataframe(frame)
+except Exception:
+    pass
+overwritten = bool(np.isnan(target[0]))
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-10: through the interchange protocol's validity mask pandas "
+                   "writes NaN through a raw view over an address the cell names (set_nulls before the copy)")
+def test_dataframe_interchange_does_not_write_to_an_address_the_cell_names(sandbox):
+    r = sandbox.run(INTERCHANGE_WRITE_CELL)
+    assert sandbox.ns.get("overwritten") is not True, "pandas wrote to the address the cell named"
     assert not r.ok, r
