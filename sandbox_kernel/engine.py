@@ -132,6 +132,8 @@ class Engine:
             compiled = self._compile(source, filename, "exec")
         except (SyntaxError, ValidationDenied) as exc:
             return self._report(exc, source)
+        except (RecursionError, MemoryError) as exc:   # the parser's or the rewriter's own, on deeply nested text
+            return self._report(CellError(type(exc), "the cell is nested too deeply to compile", None), source)
 
         body, last = compiled
         error, tripped = self._context.run(self._execute, body, last, policy, limits, streams, result_before)
@@ -162,7 +164,7 @@ class Engine:
                 self.budget.stop()
         except BaseException:  # noqa: B902 - stop() disarms first; the report below still goes out
             pass
-        message = "the sandbox failed while it finished this cell"
+        message = "the sandbox failed while it ran this cell"
         limit = self.budget.tripped
         if limit is not None:
             detail = limit.detail if type(limit.detail) is str else ""

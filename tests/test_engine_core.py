@@ -377,3 +377,10 @@ def test_a_failure_of_the_callers_emit_is_raised_without_the_cells_chain(engine)
         engine.run_cell("try:\n    raise ValueError('cell')\nexcept ValueError:\n    1 / 0\n", emit=emit)
     assert raised.value.__context__ is None
     assert run(engine, "print('next')")[1]["output"] == "next\n"
+
+
+def test_a_cell_nested_too_deeply_to_compile_is_reported_not_raised(engine):
+    _, done = run(engine, "x = 1" + " + 1" * 100_000)   # the rewriter's recursion, before anything runs
+    assert done["status"] == "error" and done["error"]["ename"] in ("RecursionError", "MemoryError"), done["error"]
+    assert "nested too deeply" in done["error"]["evalue"]
+    assert run(engine, "print('next')")[1]["output"] == "next\n"
