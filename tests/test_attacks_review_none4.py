@@ -45,6 +45,9 @@ Log of what was tried (one line per attempt class) and the result:
     chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9
     A @ x with such indices (or a.indices[0] = 5 after construction) reads past x: heap words and
     pointers (6.9e-310) come back as the result                         memory read               FINDING N4-9
+    pd.Categorical.from_codes(codes, categories, validate=False): np.asarray() takes codes past the
+    categories in Cython without bounds checks: heap words come back (object categories: pointers read
+    from past the buffer become objects)                                memory read               FINDING N4-9
   the dataframe interchange protocol: pd.api.interchange.from_dataframe(cell object) asks the cell's
     column for get_buffers() and lays an array over buffer.ptr with ctypes (buffer_to_ndarray): the cell
     names any address; id(x) + 8 reads back id(type(x))                 any memory read           FINDING N4-10
@@ -678,3 +681,13 @@ def test_dataframe_interchange_does_not_write_to_an_address_the_cell_names(sandb
     r = sandbox.run(INTERCHANGE_WRITE_CELL)
     assert sandbox.ns.get("overwritten") is not True, "pandas wrote to the address the cell named"
     assert not r.ok, r
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-9 (sibling): pd.Categorical.from_codes(..., validate=False) "
+                   "keeps codes past the categories; np.asarray(cat) reads them in Cython without bounds checks "
+                   "(heap words come back; with object categories, pointers become objects)")
+def test_categorical_codes_past_the_categories_do_not_read_out_of_bounds(sandbox):
+    r = sandbox.run("import pandas as pd, numpy as np\n"
+                    "cat = pd.Categorical.from_codes([2, 3, 4, 5], categories=pd.Index([1, 2], dtype='int64'), "
+                    "validate=False)\nleaked = np.asarray(cat)\n")
+    assert not r.ok, f"codes past the categories read memory: {sandbox.ns.get('leaked')!r}"
