@@ -48,6 +48,9 @@ Log of what was tried (one line per attempt class) and the result:
     pd.Categorical.from_codes(codes, categories, validate=False): np.asarray() takes codes past the
     categories in Cython without bounds checks: heap words come back (object categories: pointers read
     from past the buffer become objects)                                memory read               FINDING N4-9
+    scipy.interpolate.BSpline.construct_fast(t, c, k) (public, unchecked) with c shorter than t - k - 1:
+    evaluation reads past c (denormals from the heap come back)         memory read               FINDING N4-9
+    pd.MultiIndex(..., verify_integrity=False) with codes past the levels: checked where used   held
   the dataframe interchange protocol: pd.api.interchange.from_dataframe(cell object) asks the cell's
     column for get_buffers() and lays an array over buffer.ptr with ctypes (buffer_to_ndarray): the cell
     names any address; id(x) + 8 reads back id(type(x))                 any memory read           FINDING N4-10
@@ -691,3 +694,19 @@ def test_categorical_codes_past_the_categories_do_not_read_out_of_bounds(sandbox
                     "cat = pd.Categorical.from_codes([2, 3, 4, 5], categories=pd.Index([1, 2], dtype='int64'), "
                     "validate=False)\nleaked = np.asarray(cat)\n")
     assert not r.ok, f"codes past the categories read memory: {sandbox.ns.get('leaked')!r}"
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-9 (sibling): BSpline.construct_fast skips the checks; with c "
+                   "shorter than the knots need, evaluation reads past c in C")
+def test_bspline_construct_fast_does_not_read_past_its_coefficients(sandbox):
+    r = sandbox.run("import numpy as np\nfrom scipy.interpolate import BSpline\n"
+                    "knots = np.array([0., 0., 0., 0., 1., 1., 1., 1.])\n"
+                    "leaked = BSpline.construct_fast(knots, np.array([1.0]), 3)(np.linspace(0, 1, 5))\n")
+    assert not r.ok, f"evaluation read past the coefficients: {sandbox.ns.get('leaked')!r}"
+
+
+def test_multiindex_codes_past_the_levels_are_checked_where_used(sandbox):
+    r = sandbox.run("import pandas as pd, numpy as np\n"
+                    "mi = pd.MultiIndex(levels=[pd.Index([1, 2], dtype='int64')], codes=[[0, 5, 6, 7]], "
+                    "verify_integrity=False)\nleaked = np.asarray(mi.get_level_values(0))\n")
+    assert r.error_name == "IndexError", r
