@@ -57,6 +57,9 @@ Log of what was tried (one line per attempt class) and the result:
     a float column with a byte-mask validity buffer: set_nulls writes NaN through the raw view
     (data[null_pos] = None) before the copy: the cell's array at an address it read back (id(a) + 16)
     holds NaN afterwards                                                any memory written        FINDING N4-10
+  hash() of a tuple nested 10**6 deep (built in a loop): CPython's tuplehash recurses in C without a
+    recursion check; also {t}, d[t], t in a set                          the process segfaults     FINDING N4-11
+    (isinstance(x, nested), except nested, ==, repr: recursion-checked)  RecursionError/TypeError  held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -710,3 +713,25 @@ def test_multiindex_codes_past_the_levels_are_checked_where_used(sandbox):
                     "mi = pd.MultiIndex(levels=[pd.Index([1, 2], dtype='int64')], codes=[[0, 5, 6, 7]], "
                     "verify_integrity=False)\nleaked = np.asarray(mi.get_level_values(0))\n")
     assert r.error_name == "IndexError", r
+
+
+# --- N4-11: hash() of a deeply nested tuple overflows the C stack -------------------------------------------------
+# Pure Python, no library: a tuple nested a million deep is cheap to build in a loop (one tick per level, a
+# few tens of MB), and CPython 3.11's tuplehash calls PyObject_Hash on its item without Py_EnterRecursiveCall
+# (unlike repr, ==, isinstance). Any hashing use (hash(), a set, a dict key) recurses in C off the end of the
+# stack: the kernel process dies at level none. The sandbox bounds map/zip nesting for the same reason.
+
+NESTED_TUPLE_CELLS = {
+    "hash": "t = ()\nfor i in range(1000000):\n    t = (t,)\nh = hash(t)\n",
+    "set_member": "t = ()\nfor i in range(1000000):\n    t = (t,)\ns = {t}\n",
+    "dict_key": "t = ()\nfor i in range(1000000):\n    t = (t,)\nd = {}\nd[t] = 1\n",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-11: hashing a tuple nested 10**6 deep recurses in C "
+                   "(tuplehash has no recursion check) and the kernel process segfaults")
+@pytest.mark.parametrize("route", sorted(NESTED_TUPLE_CELLS))
+def test_hashing_a_deeply_nested_tuple_does_not_crash_the_process(route):
+    result = run_cell_in_child(NESTED_TUPLE_CELLS[route], report=("status", "ename", "returncode"), hard_exit=True)
+    assert "crashed" not in result, f"the process died: {result}"
+    assert result["status"] == "error", result
