@@ -60,6 +60,9 @@ Log of what was tried (one line per attempt class) and the result:
   hash() of a tuple nested 10**6 deep (built in a loop): CPython's tuplehash recurses in C without a
     recursion check; also {t}, d[t], t in a set                          the process segfaults     FINDING N4-11
     (isinstance(x, nested), except nested, ==, repr: recursion-checked)  RecursionError/TypeError  held
+  a numpy object array that holds itself (a[0] = a), then -a, abs(a), a + a: the object loop calls the
+    same ufunc on the element in C, endlessly                            the process segfaults     FINDING N4-11
+    (a == a, np.array_equal: RecursionError; str, tolist, sort, sum, copy: fine)          held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -725,11 +728,15 @@ NESTED_TUPLE_CELLS = {
     "hash": "t = ()\nfor i in range(1000000):\n    t = (t,)\nh = hash(t)\n",
     "set_member": "t = ()\nfor i in range(1000000):\n    t = (t,)\ns = {t}\n",
     "dict_key": "t = ()\nfor i in range(1000000):\n    t = (t,)\nd = {}\nd[t] = 1\n",
+    "object_array_holding_itself_negated": "import numpy as np\na = np.empty(1, dtype=object)\na[0] = a\nr = -a\n",
+    "object_array_holding_itself_abs": "import numpy as np\na = np.empty(1, dtype=object)\na[0] = a\nr = abs(a)\n",
+    "object_array_holding_itself_added": "import numpy as np\na = np.empty(1, dtype=object)\na[0] = a\nr = a + a\n",
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-11: hashing a tuple nested 10**6 deep recurses in C "
-                   "(tuplehash has no recursion check) and the kernel process segfaults")
+@pytest.mark.xfail(strict=True, reason="FINDING N4-11: recursion in C without a recursion check: hashing a tuple "
+                   "nested 10**6 deep (tuplehash), arithmetic on a numpy object array that holds itself; the "
+                   "kernel process segfaults")
 @pytest.mark.parametrize("route", sorted(NESTED_TUPLE_CELLS))
 def test_hashing_a_deeply_nested_tuple_does_not_crash_the_process(route):
     result = run_cell_in_child(NESTED_TUPLE_CELLS[route], report=("status", "ename", "returncode"), hard_exit=True)
