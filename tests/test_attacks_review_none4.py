@@ -63,6 +63,9 @@ Log of what was tried (one line per attempt class) and the result:
   a numpy object array that holds itself (a[0] = a), then -a, abs(a), a + a: the object loop calls the
     same ufunc on the element in C, endlessly                            the process segfaults     FINDING N4-11
     (a == a, np.array_equal: RecursionError; str, tolist, sort, sum, copy: fine)          held
+  cell source nested deeper than the runtime's recursion ('x = ' + '-' * 2900 + '1', 'not ' * 2900,
+    '1' + ' + 1' * 100000, 'a.' * 5000)                                  SandboxInternalError      FINDING N4-12 (lesser)
+    (the same text through exec() or pandas eval: RecursionError, a clean error)          held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
@@ -742,3 +745,30 @@ def test_hashing_a_deeply_nested_tuple_does_not_crash_the_process(route):
     result = run_cell_in_child(NESTED_TUPLE_CELLS[route], report=("status", "ename", "returncode"), hard_exit=True)
     assert "crashed" not in result, f"the process died: {result}"
     assert result["status"] == "error", result
+
+
+# --- N4-12 (lesser): a deeply nested cell is an internal error --------------------------------------------------
+# A cell whose expression nests a few thousand deep parses in CPython (its parser allows it) but the engine
+# reports "the sandbox failed while it finished this cell" instead of the RecursionError/SyntaxError the same
+# text gets through exec().
+
+DEEP_CELLS = {
+    "unary_minus": "x = " + "-" * 2900 + "1",
+    "not_chain": "x = " + "not " * 2900 + "1",
+    "long_sum": "x = 1" + " + 1" * 100000,
+    "attribute_chain": "x = " + "a." * 5000 + "b",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-12 (lesser): a cell nested a few thousand deep ends with "
+                   "SandboxInternalError instead of a clean RecursionError or SyntaxError")
+@pytest.mark.parametrize("route", sorted(DEEP_CELLS))
+def test_a_deeply_nested_cell_is_not_an_internal_error(sandbox, route):
+    r = sandbox.run(DEEP_CELLS[route])
+    assert r.error_name != "SandboxInternalError", r
+    assert sandbox.run("print(6 * 7)").stdout == "42\n"
+
+
+def test_deeply_nested_text_through_exec_is_a_clean_error(sandbox):
+    r = sandbox.run("exec('x = 1' + ' + 1' * 100000)")
+    assert r.error_name == "RecursionError", r
