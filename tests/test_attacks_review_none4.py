@@ -64,7 +64,7 @@ Log of what was tried (one line per attempt class) and the result:
     same ufunc on the element in C, endlessly                            the process segfaults     FINDING N4-11
     (a == a, np.array_equal: RecursionError; str, tolist, sort, sum, copy: fine)          held
   cell source nested deeper than the runtime's recursion ('x = ' + '-' * 2900 + '1', 'not ' * 2900,
-    '1' + ' + 1' * 100000, 'a.' * 5000)                                  SandboxInternalError      FINDING N4-12 (lesser)
+    '1' + ' + 1' * 100000, 'a.' * 5000)                                 SandboxInternalError      FINDING N4-12 (lesser)
     (the same text through exec() or pandas eval: RecursionError, a clean error)          held
   %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
