@@ -28,7 +28,7 @@ from collections import deque
 from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, ModuleType
 from typing import Callable
 
-from . import cellmagics, confine, helptext, render
+from . import cellmagics, confine, helptext, limits, render
 from .builtins_table import NamespaceSnapshot, documented_as, make_builtins, own_names
 from .denials import (BuiltinDenied, CallDenied, LimitExceeded, MemoryLimitExceeded, SandboxViolation,
                       ValidationDenied, genuine, is_genuine, new_cell)
@@ -842,6 +842,9 @@ def _deliver_once(caller: contextvars.Context, emit: Emit, host_stdout, host_std
             busy[0] = False
 
     return deliver
+
+
+limits.QUIET_CODES.add(_deliver_once(None, None, None, None, []).__code__)
 
 
 def _is_ours(exc: BaseException) -> bool:

@@ -384,3 +384,21 @@ def test_a_cell_nested_too_deeply_to_compile_is_reported_not_raised(engine):
     assert done["status"] == "error" and done["error"]["ename"] in ("RecursionError", "MemoryError"), done["error"]
     assert "nested too deeply" in done["error"]["evalue"]
     assert run(engine, "print('next')")[1]["output"] == "next\n"
+
+
+def test_a_limit_never_fires_inside_the_delivery_of_an_event(engine):
+    """The caller's emit writes to the worker's socket (or the kernel's queues): an alarm raising the
+    limit there left a message half sent and the worker's stream out of step. The emit below blocks
+    past the cell's whole time limit; it must complete, and the limit still ends the cell after it."""
+    completed = []
+
+    def slow_emit(event):
+        if event["type"] == "stream" and not completed:
+            time.sleep(0.5)          # several alarm periods, past the 0.2 s limit
+            completed.append(event)
+
+    limits = dataclasses.replace(engine.policy.limits, timeout=0.2)
+    done = engine.run_cell("print('first', flush=True)\nwhile True:\n    pass", emit=slow_emit, limits=limits)
+    assert completed and "first" in completed[0]["text"], "the delivery was cut by the limit"
+    assert done["status"] == "error" and done["error"]["ename"] == "TimeLimitExceeded", done
+    assert run(engine, "1 + 1")[1]["status"] == "ok"
