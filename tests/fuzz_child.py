@@ -122,6 +122,9 @@ def child(opts: dict) -> None:
     if cov is not None:
         cov.stop()
         cov.save()
+        # the source that ran, for the report: others may edit these files while a long run goes on
+        import fuzz_oracles
+        fuzz_oracles.save_imported_sources(os.path.join(opts["coverage"] + ".src", "sandbox_kernel"))
     sys.stdout.flush()
     os._exit(0)   # forged objects or library threads must not decide how the child ends
 

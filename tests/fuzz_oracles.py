@@ -58,6 +58,8 @@ DELEGATION_SITES = {
     # a format field's item or attribute: '{0[k]}'.format({}) is a KeyError in plain Python too
     ("gates.py", "obj = self._gates.getattr(obj, key) if is_attr else obj[key]"),
     ("gates.py", "return format(value, spec)"),    # format(pd.options, 'x'): the object's own __format__
+    # obj.__format__(spec) called by the cell, its spec size-checked first
+    ("gates.py", "return lambda bound, target: runtime_callable(lambda spec: bound(check(spec)))"),
     ("gates.py", "setattr(self.write(obj, name), name, value)"),   # setattr(None, 'x', 1): AttributeError
     ("gates.py", "return self._check_value(bound(attr), target, a)"),   # x.__getattribute__('missing')
     ("gates.py", "return bound(attr, *value)"),    # super().__setattr__(...) of the cell's own class
@@ -384,6 +386,15 @@ def source_hash(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def save_imported_sources(directory: str) -> None:
+    """Writes the security core's files as imported into `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    for filename, lines in _SOURCES.items():
+        if os.path.basename(filename) in SECURITY_CORE:
+            with open(os.path.join(directory, os.path.basename(filename)), "w", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
 
 
 def imported_source_hashes() -> dict[str, str]:
