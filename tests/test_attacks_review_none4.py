@@ -21,7 +21,8 @@ Log of what was tried (one line per attempt class) and the result:
     reading .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts;
     not tested)
   process-wide data on such instances: scipy.stats.norm.badvalue, plotly.express.defaults,
-    np.finfo(np.float64).eps (finfo's instance cache), plotly.io.defaults (URLs), plotly.io.json.config
+    np.finfo(np.float64).eps (finfo's instance cache), plotly.io.defaults (URLs), plotly.io.json.config,
+    scipy.special.seterr(all='raise') (the host's special functions raise afterwards)
                                                                        changed in the host       FINDING N4-3 (lesser)
   np.test()/scipy.test()/pd.test() (handed out) run pytest in the kernel's process on the cell's files:
     pytest's assertion-rewriting loader compiled and executed the cell's conftest.py (the audit hook's
@@ -77,6 +78,7 @@ Log of what was tried (one line per attempt class) and the result:
   pandas Styler.from_custom_template('.', a template the cell wrote)     compile refused           held
   pandas eval/query: dunders (__globals__, __base__, __subclasses__, __code__, module __dict__), gate
     names, __builtins__, str * 1e9, '%999999999d' % 1, 'in' over iter(range(10**12))  refused       held
+  csv.register_dialect('excel', delimiter=';'), csv.field_size_limit(5): per engine         held
   np.set_printoptions(formatter={'float': partial(...)}), then the host prints an array  per engine  held
   pio.renderers.default = 'browser'                                      refused (policy)          held
   scipy.LowLevelCallable.from_cython (capsules with a chosen signature)  refused (policy)          held
@@ -212,6 +214,8 @@ SINGLETON_DATA = {
                                 "import plotly.io as pio\n    report['changed'] = pio.defaults.plotlyjs is not None"),
     "plotly_json_config": ("import plotly.io as pio\npio.json.config.default_engine = 'json'\n",
                            "import plotly.io as pio\n    report['changed'] = pio.json.config.default_engine == 'json'"),
+    "scipy_special_error_state": ("import scipy.special as sc\nsc.seterr(all='raise')\n",
+                                  "import scipy.special as sc\n    report['changed'] = sc.geterr()['singular'] == 'raise'"),
     "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
                                 "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
 }
@@ -772,3 +776,12 @@ def test_a_deeply_nested_cell_is_not_an_internal_error(sandbox, route):
 def test_deeply_nested_text_through_exec_is_a_clean_error(sandbox):
     r = sandbox.run("exec('x = 1' + ' + 1' * 100000)")
     assert r.error_name == "RecursionError", r
+
+
+def test_csv_dialects_and_field_size_limit_stay_in_the_engine():
+    cell = "import csv\ncsv.register_dialect('excel', delimiter=';')\ncsv.field_size_limit(5)\n"
+    probe = ("def probe_host(report):\n    import csv\n"
+             "    report['delimiter'] = csv.get_dialect('excel').delimiter\n    report['limit'] = csv.field_size_limit()\n")
+    result = run_cell_in_child(cell, report=("status",), probe=probe)
+    assert result["status"] == "ok", result
+    assert result["delimiter"] == "," and result["limit"] != 5, result
