@@ -215,7 +215,8 @@ SINGLETON_DATA = {
     "plotly_json_config": ("import plotly.io as pio\npio.json.config.default_engine = 'json'\n",
                            "import plotly.io as pio\n    report['changed'] = pio.json.config.default_engine == 'json'"),
     "scipy_special_error_state": ("import scipy.special as sc\nsc.seterr(all='raise')\n",
-                                  "import scipy.special as sc\n    report['changed'] = sc.geterr()['singular'] == 'raise'"),
+                                  "import scipy.special as sc\n"
+                                  "    report['changed'] = sc.geterr()['singular'] == 'raise'"),
     "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
                                 "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
 }
@@ -781,7 +782,8 @@ def test_deeply_nested_text_through_exec_is_a_clean_error(sandbox):
 def test_csv_dialects_and_field_size_limit_stay_in_the_engine():
     cell = "import csv\ncsv.register_dialect('excel', delimiter=';')\ncsv.field_size_limit(5)\n"
     probe = ("def probe_host(report):\n    import csv\n"
-             "    report['delimiter'] = csv.get_dialect('excel').delimiter\n    report['limit'] = csv.field_size_limit()\n")
+             "    report['delimiter'] = csv.get_dialect('excel').delimiter\n"
+             "    report['limit'] = csv.field_size_limit()\n")
     result = run_cell_in_child(cell, report=("status",), probe=probe)
     assert result["status"] == "ok", result
     assert result["delimiter"] == "," and result["limit"] != 5, result
