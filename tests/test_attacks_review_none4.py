@@ -4,7 +4,7 @@ Start 2026-11-26 13:31 UTC (end: see the last line of this log). Each test perfo
 Engine with the data-science policy (or a child process running one, when the attack changes process-wide
 state or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
 findings are strict xfails named FINDING N4-k; N4-4 (and the N4-6/N4-7 routes through it) was closed by
-a2b9494 during the review and is a regression test now.
+a2b9494 and N4-5/N4-12 by f6579b1 during the review: those are regression tests now.
 
 Log of what was tried (one line per attempt class) and the result:
   pandas' holiday-calendar registry: a cell subclass of AbstractHolidayCalendar is registered by its
@@ -65,9 +65,9 @@ Log of what was tried (one line per attempt class) and the result:
     same ufunc on the element in C, endlessly                            the process segfaults     FINDING N4-11
     (a == a, np.array_equal: RecursionError; str, tolist, sort, sum, copy: fine)          held
   cell source nested deeper than the runtime's recursion ('x = ' + '-' * 2900 + '1', 'not ' * 2900,
-    '1' + ' + 1' * 100000, 'a.' * 5000)                                 SandboxInternalError      FINDING N4-12 (lesser)
+    '1' + ' + 1' * 100000, 'a.' * 5000)                              SandboxInternalError  FINDING N4-12 (lesser, fixed)
     (the same text through exec() or pandas eval: RecursionError, a clean error)          held
-  %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time')    SandboxInternalError      FINDING N4-5 (lesser)
+  %time with nothing after it ('%time', '%time\\nx = 1', 'x = %time') SandboxInternalError  FINDING N4-5 (lesser, fixed)
   %%writefile ../x, an absolute path, -a ../../x                         refused (FileDenied)      held
   %%timeit / %time with a refused import in the statement                refused (ImportDenied)    held
   eval()/exec(): bytes subclasses, dict subclasses as globals, '__builtins__' bound by the text, a
@@ -321,8 +321,7 @@ def test_library_test_runners_do_not_execute_a_cells_conftest(tmp_path, outside,
 # --- N4-5 (lesser): %time with no statement is an internal error ----------------------------------------------
 # IPython times nothing and goes on; the engine reports "the sandbox failed while it finished this cell".
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-5 (lesser): '%time' with no statement after it ends the cell "
-                   "with SandboxInternalError instead of timing nothing (or a clean usage error)")
+# FINDING N4-5, fixed by f6579b1 (with N4-12: the same failure in the engine's finishing).
 @pytest.mark.parametrize("cell", ["%time", "%time\nx = 1", "x = %time"])
 def test_time_magic_with_no_statement_is_not_an_internal_error(run, cell):
     r = run(cell)
@@ -765,8 +764,7 @@ DEEP_CELLS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-12 (lesser): a cell nested a few thousand deep ends with "
-                   "SandboxInternalError instead of a clean RecursionError or SyntaxError")
+# FINDING N4-12, fixed by f6579b1.
 @pytest.mark.parametrize("route", sorted(DEEP_CELLS))
 def test_a_deeply_nested_cell_is_not_an_internal_error(sandbox, route):
     r = sandbox.run(DEEP_CELLS[route])
