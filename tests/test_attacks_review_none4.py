@@ -84,6 +84,14 @@ Log of what was tried (one line per attempt class) and the result:
   scipy.LowLevelCallable.from_cython (capsules with a chosen signature)  refused (policy)          held
   dateutil.tz.gettz / tzfile of an absolute path outside, zoneinfo keys with '..'  refused         held
   zoneinfo.ZoneInfo('UTC') attribute write, library class attribute write  refused                 held
+  numpy getfield/view with object dtype over floats, coo_array indices past the shape, __reduce_ex__
+    in an ndarray subclass, np.lib.stride_tricks.DummyArray              refused                   held
+  nested callable iterators iter(partial(next, it), None) 300,000 deep  RecursionError            held
+  size gates: zfill/ljust/bytes/bytearray/format of 3e9, str(10**1000000)  SizeDenied           held
+  str.expandtabs: the gate estimates the result as tabsize characters, not tabs x tabsize:
+    ('\\t' * 100).expandtabs(300_000_000) (30 GB) passes under the 2048 MB policy and C allocates it
+    (MemoryError under an 8 GB RLIMIT_AS; at level none nothing bounds it; 10 tabs: 3 GB allocated,
+    then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13
   np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
@@ -540,6 +548,14 @@ HELD_IN_THE_ENGINE = {
     "tzfile_outside": ("import dateutil.tz as tz\nv = tz.tzfile('/etc/passwd')\n", "FileDenied"),
     "zoneinfo_key_climbs": ("import zoneinfo\nv = zoneinfo.ZoneInfo('../../../../etc/passwd')\n", "ValueError"),
     "help_by_name_of_a_denied_module": ("help('os')\nv = None\n", None),
+    "object_field_over_floats": ("import numpy as np\nv = np.zeros(1).getfield(np.dtype('O'), 0)\n", "TypeError"),
+    "object_view_of_floats": ("import numpy as np\nv = np.zeros(1).view('O')\n", "TypeError"),
+    "coo_index_past_the_shape": ("import numpy as np, scipy.sparse as sp\n"
+                                 "v = sp.coo_array((np.array([1.0]), (np.array([0]), np.array([10**6]))), "
+                                 "shape=(1, 2))\n", "ValueError"),
+    "reduce_ex_in_a_class_body": ("import numpy as np\nclass A(np.ndarray):\n    def __reduce_ex__(self, p):\n"
+                                  "        return (np.ndarray, ((1,), 'O', bytes(8)))\n", "NameDenied"),
+    "dummy_array": ("import numpy as np\nv = np.lib.stride_tricks.DummyArray\n", "AttributeError"),
 }
 
 
@@ -785,3 +801,37 @@ def test_csv_dialects_and_field_size_limit_stay_in_the_engine():
     result = run_cell_in_child(cell, report=("status",), probe=probe)
     assert result["status"] == "ok", result
     assert result["delimiter"] == "," and result["limit"] != 5, result
+
+
+def test_nested_callable_iterators_are_a_recursion_error(sandbox):
+    r = sandbox.run("import functools\nit = iter([1])\nfor i in range(300000):\n"
+                    "    it = iter(functools.partial(next, it), None)\nv = next(it)\n")
+    assert r.error_name == "RecursionError", r
+
+
+@pytest.mark.parametrize("cell", ["s = '\\t'.expandtabs(3000000000)", "s = 'ab'.zfill(3000000000)",
+                                  "s = bytearray(3000000000)", "s = 'a'.ljust(3000000000)",
+                                  "s = '{:>3000000000}'.format(1)"])
+def test_size_gates_hold(sandbox, cell):
+    r = sandbox.run(cell)
+    assert r.error_name == "SizeDenied", r
+
+
+# --- N4-13: str.expandtabs is estimated by its tab size, not by tabs x tab size ----------------------------------
+# The padding gate refuses expandtabs(n) when n alone is too large; a string of many tabs multiplies it. At the
+# data-science policy's 2048 MB (one step may build 2 GB), 100 tabs x 300,000,000 is 30 GB that C allocates
+# and fills at once: the memory sampler (every 50 ms) cannot stop it, and at level none there is no RLIMIT_AS.
+
+EXPANDTABS_CELLS = {
+    "str": "s = ('\\t' * 100).expandtabs(300000000)\n",
+    "bytes": "s = (b'\\t' * 100).expandtabs(300000000)\n",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N4-13: ('\\t' * 100).expandtabs(300_000_000) passes the padding "
+                   "gate (estimated as 300,000,000 characters) and C allocates 30 GB")
+@pytest.mark.parametrize("route", sorted(EXPANDTABS_CELLS))
+def test_expandtabs_is_sized_by_tabs_times_tab_size(route):
+    result = run_cell_in_child(EXPANDTABS_CELLS[route], limits={"timeout": 10, "memory_mb": 2048},
+                               rlimits={"RLIMIT_AS": 8 << 30}, report=("status", "ename", "evalue"))
+    assert result.get("ename") == "SizeDenied", result
