@@ -92,6 +92,8 @@ Log of what was tried (one line per attempt class) and the result:
     ('\\t' * 100).expandtabs(300_000_000) (30 GB) passes under the 2048 MB policy and C allocates it
     (MemoryError under an 8 GB RLIMIT_AS; at level none nothing bounds it; 10 tabs: 3 GB allocated,
     then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13
+    re.sub('', 'x' * 10**6, 'a' * 10**4): 10 GB joined in C at once (the same replace() is refused)
+                                                                         allocation not refused    FINDING N4-13
   np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
@@ -825,11 +827,13 @@ def test_size_gates_hold(sandbox, cell):
 EXPANDTABS_CELLS = {
     "str": "s = ('\\t' * 100).expandtabs(300000000)\n",
     "bytes": "s = (b'\\t' * 100).expandtabs(300000000)\n",
+    "re_sub_empty_pattern": "import re\ns = re.sub('', 'x' * 1000000, 'a' * 10000)\n",
 }
 
 
 @pytest.mark.xfail(strict=True, reason="FINDING N4-13: ('\\t' * 100).expandtabs(300_000_000) passes the padding "
-                   "gate (estimated as 300,000,000 characters) and C allocates 30 GB")
+                   "gate (estimated as 300,000,000 characters) and C allocates 30 GB; re.sub('', 'x' * 10**6, "
+                   "'a' * 10**4) joins 10 GB in C (no size gate)")
 @pytest.mark.parametrize("route", sorted(EXPANDTABS_CELLS))
 def test_expandtabs_is_sized_by_tabs_times_tab_size(route):
     result = run_cell_in_child(EXPANDTABS_CELLS[route], limits={"timeout": 10, "memory_mb": 2048},
