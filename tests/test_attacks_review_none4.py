@@ -92,8 +92,9 @@ Log of what was tried (one line per attempt class) and the result:
     ('\\t' * 100).expandtabs(300_000_000) (30 GB) passes under the 2048 MB policy and C allocates it
     (MemoryError under an 8 GB RLIMIT_AS; at level none nothing bounds it; 10 tabs: 3 GB allocated,
     then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13
-    re.sub('', 'x' * 10**6, 'a' * 10**4): 10 GB joined in C at once (the same replace() is refused)
-                                                                         allocation not refused    FINDING N4-13
+    re.sub('', 'x' * 10**6, 'a' * 10**4): 10 GB joined in C at once (the same replace() is refused);
+    ('ab ' * 6e7).split() / splitlines(): one str per part in C, past a 2 GB RLIMIT_AS with a 512 MB
+    policy (list(s) of the same size is refused)                        allocation not refused    FINDING N4-13
   np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
@@ -824,18 +825,23 @@ def test_size_gates_hold(sandbox, cell):
 # data-science policy's 2048 MB (one step may build 2 GB), 100 tabs x 300,000,000 is 30 GB that C allocates
 # and fills at once: the memory sampler (every 50 ms) cannot stop it, and at level none there is no RLIMIT_AS.
 
-EXPANDTABS_CELLS = {
-    "str": "s = ('\\t' * 100).expandtabs(300000000)\n",
-    "bytes": "s = (b'\\t' * 100).expandtabs(300000000)\n",
-    "re_sub_empty_pattern": "import re\ns = re.sub('', 'x' * 1000000, 'a' * 10000)\n",
+EXPANDTABS_CELLS = {   # cell, the policy's memory limit (MB), the child's RLIMIT_AS (GB)
+    "str": ("s = ('\\t' * 100).expandtabs(300000000)\n", 2048, 8),
+    "bytes": ("s = (b'\\t' * 100).expandtabs(300000000)\n", 2048, 8),
+    "re_sub_empty_pattern": ("import re\ns = re.sub('', 'x' * 1000000, 'a' * 10000)\n", 2048, 8),
+    "str_split": ("s = 'ab ' * 60000000\nparts = s.split()\n", 512, 2),
+    "str_splitlines": ("s = 'ab\\n' * 60000000\nparts = s.splitlines()\n", 512, 2),
 }
 
 
 @pytest.mark.xfail(strict=True, reason="FINDING N4-13: ('\\t' * 100).expandtabs(300_000_000) passes the padding "
                    "gate (estimated as 300,000,000 characters) and C allocates 30 GB; re.sub('', 'x' * 10**6, "
-                   "'a' * 10**4) joins 10 GB in C (no size gate)")
+                   "'a' * 10**4) joins 10 GB in C; str.split/splitlines make one object per part in C (no "
+                   "size gate): past the address space given, with a 512 MB policy")
 @pytest.mark.parametrize("route", sorted(EXPANDTABS_CELLS))
 def test_expandtabs_is_sized_by_tabs_times_tab_size(route):
-    result = run_cell_in_child(EXPANDTABS_CELLS[route], limits={"timeout": 10, "memory_mb": 2048},
-                               rlimits={"RLIMIT_AS": 8 << 30}, report=("status", "ename", "evalue"))
+    cell, memory_mb, address_space_gb = EXPANDTABS_CELLS[route]
+    result = run_cell_in_child(cell, limits={"timeout": 30, "memory_mb": memory_mb},
+                               rlimits={"RLIMIT_AS": address_space_gb << 30}, report=("status", "ename", "evalue"),
+                               timeout=120)
     assert result.get("ename") == "SizeDenied", result
