@@ -94,7 +94,8 @@ Log of what was tried (one line per attempt class) and the result:
     then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13
     re.sub('', 'x' * 10**6, 'a' * 10**4): 10 GB joined in C at once (the same replace() is refused);
     ('ab ' * 6e7).split() / splitlines(): one str per part in C, past a 2 GB RLIMIT_AS with a 512 MB
-    policy (list(s) of the same size is refused)                        allocation not refused    FINDING N4-13
+    policy (list(s) of the same size is refused); unicodedata.normalize('NFKD', '\\ufdfa' * 3e7): 18
+    characters per character                                             allocation not refused    FINDING N4-13
   np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
@@ -831,6 +832,7 @@ EXPANDTABS_CELLS = {   # cell, the policy's memory limit (MB), the child's RLIMI
     "re_sub_empty_pattern": ("import re\ns = re.sub('', 'x' * 1000000, 'a' * 10000)\n", 2048, 8),
     "str_split": ("s = 'ab ' * 60000000\nparts = s.split()\n", 512, 2),
     "str_splitlines": ("s = 'ab\\n' * 60000000\nparts = s.splitlines()\n", 512, 2),
+    "unicodedata_normalize": ("import unicodedata\ns = unicodedata.normalize('NFKD', '\\ufdfa' * 30000000)\n", 512, 2),
 }
 
 
