@@ -53,6 +53,11 @@
  * guard_class_creation() replaces it (and the slot every metaclass made earlier copied) with one that,
  * while a cell runs, first calls a Python check on what the class is to be made from: a refused class
  * is never made, so no __init_subclass__ or __set_name__ can hold on to it.
+ *
+ * 6. The class-write sink. What a class binds under a special method name runs wherever Python, a library
+ * or the host calls it, after the cell too; the class-creation sink decides the namespace, and
+ * guard_class_writes() decides each later write of such a name (type's setattr slot, its copies in
+ * metaclasses, and type.__setattr__'s wrapper) while a cell runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -513,12 +518,16 @@ guard_class_creation(PyObject *Py_UNUSED(module), PyObject *check)
     Py_RETURN_NONE;
 }
 
-/* guard_metaclass(cls): a metaclass made before the guard copied type's original constructor slot;
-   point it at the checked one (answers whether it had to). */
+static setattrofunc original_type_setattro = NULL;
+static int checked_type_setattro(PyObject *cls, PyObject *name, PyObject *value);
+
+/* guard_metaclass(cls): a metaclass made before the guards copied type's original constructor and
+   attribute-write slots; point it at the checked ones (answers whether it had to). */
 static PyObject *
 guard_metaclass(PyObject *Py_UNUSED(module), PyObject *cls)
 {
     PyTypeObject *type;
+    int changed = 0;
     if (!PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "guard_metaclass: a class is needed");
         return NULL;
@@ -526,6 +535,13 @@ guard_metaclass(PyObject *Py_UNUSED(module), PyObject *cls)
     type = (PyTypeObject *)cls;
     if (original_type_new != NULL && type->tp_new == original_type_new) {
         type->tp_new = checked_type_new;
+        changed = 1;
+    }
+    if (original_type_setattro != NULL && type->tp_setattro == original_type_setattro) {
+        type->tp_setattro = checked_type_setattro;
+        changed = 1;
+    }
+    if (changed) {
         PyType_Modified(type);
         Py_RETURN_TRUE;
     }
@@ -779,6 +795,90 @@ install_raw_protocol_sink(PyObject *Py_UNUSED(module), PyObject *names)
     Py_RETURN_NONE;
 }
 
+/* -- the class-write sink ---------------------------------------------------------------------------- */
+
+/* check(cls, name, value) for a listed name written on a class while a cell runs; raises to refuse. */
+static PyObject *class_write_check = NULL;
+static PyObject *class_write_names = NULL;   /* a frozenset of exact str */
+
+static int
+checked_type_setattro(PyObject *cls, PyObject *name, PyObject *value)
+{
+    PyObject *exact, *verdict;
+    int listed, status;
+    if (!cell_running || class_write_check == NULL || value == NULL || !PyUnicode_Check(name))
+        return original_type_setattro(cls, name, value);
+    /* the name's characters, as type's own setattr uses them: a str subclass's __eq__ or __hash__ could
+       otherwise hide a listed name from the set */
+    exact = PyUnicode_FromObject(name);
+    if (exact == NULL)
+        return -1;
+    listed = PySet_Contains(class_write_names, exact);
+    if (listed < 0) {
+        Py_DECREF(exact);
+        return -1;
+    }
+    if (listed) {
+        verdict = PyObject_CallFunctionObjArgs(class_write_check, cls, exact, value, NULL);
+        if (verdict == NULL) {
+            Py_DECREF(exact);
+            return -1;
+        }
+        Py_DECREF(verdict);
+    }
+    status = original_type_setattro(cls, exact, value);
+    Py_DECREF(exact);
+    return status;
+}
+
+/* guard_class_writes(check, names): from now on, while a cell runs, writing one of names on a class asks
+   check(cls, name, value) first, whatever the route: `C.name = v` and setattr (type's slot, and the copy
+   of it every metaclass made earlier: guard_metaclass), and type.__setattr__ (its wrapper calls the
+   function it was made with, not the slot), which metaclasses written in Python end in (enum's). */
+static PyObject *
+guard_class_writes(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *check, *names, *namespace, *wrappers[2];
+    int i;
+    if (!PyArg_ParseTuple(args, "OO!:guard_class_writes", &check, &PyFrozenSet_Type, &names))
+        return NULL;
+    if (!PyCallable_Check(check)) {
+        PyErr_SetString(PyExc_TypeError, "guard_class_writes: check must be callable");
+        return NULL;
+    }
+    if (original_type_setattro == NULL) {
+        if (PyType_Type.tp_setattro == checked_type_setattro) {
+            PyErr_SetString(PyExc_TypeError, "guard_class_writes: type is already guarded");
+            return NULL;
+        }
+        original_type_setattro = PyType_Type.tp_setattro;
+    }
+    namespace = namespace_of(&PyType_Type);
+    if (namespace == NULL)
+        return NULL;
+    wrappers[0] = PyDict_GetItemString(namespace, "__setattr__");
+    wrappers[1] = PyDict_GetItemString(namespace, "__delattr__");
+    Py_DECREF(namespace);
+    for (i = 0; i < 2; i++) {
+        if (wrappers[i] == NULL || !Py_IS_TYPE(wrappers[i], &PyWrapperDescr_Type)) {
+            PyErr_SetString(PyExc_TypeError, "guard_class_writes: type's __setattr__/__delattr__ are not its own");
+            return NULL;
+        }
+    }
+    Py_INCREF(check);
+    Py_XSETREF(class_write_check, check);
+    Py_INCREF(names);
+    Py_XSETREF(class_write_names, names);
+    /* both wrappers: each must call the function in type's slot, or CPython's check that no C-level
+       setattr is skipped (hackcheck) refuses every super().__setattr__ / __delattr__ of a metaclass */
+    for (i = 0; i < 2; i++)
+        if (((PyWrapperDescrObject *)wrappers[i])->d_wrapped == (void *)original_type_setattro)
+            ((PyWrapperDescrObject *)wrappers[i])->d_wrapped = (void *)checked_type_setattro;
+    PyType_Type.tp_setattro = checked_type_setattro;
+    PyType_Modified(&PyType_Type);
+    Py_RETURN_NONE;
+}
+
 /* add_raw_protocol_provider(cls): instances of exactly cls answer from their own __dict__. */
 static PyObject *
 add_raw_protocol_provider(PyObject *Py_UNUSED(module), PyObject *cls)
@@ -814,7 +914,9 @@ static PyMethodDef methods[] = {
     {"guard_class_creation", guard_class_creation, METH_O,
      "guard_class_creation(check): type's constructor asks check(metatype, args, kwds) while a cell runs"},
     {"guard_metaclass", guard_metaclass, METH_O,
-     "guard_metaclass(cls): a metaclass that copied type's original constructor slot gets the checked one"},
+     "guard_metaclass(cls): a metaclass that copied type's original constructor or setattr slot gets the checked one"},
+    {"guard_class_writes", guard_class_writes, METH_VARARGS,
+     "guard_class_writes(check, names): writing one of names on a class asks check(cls, name, value) while a cell runs"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},
     {"refused", refused, METH_NOARGS, "refused() -> bytes of the last refused allocation since set_limit"},
@@ -824,7 +926,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef allocbound_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sandbox_kernel._numpyguard",
-    .m_doc = "numpy's C-level guards: a bounded allocator, checked construction and buffer export, the raw-protocol sink; the class-creation sink.",
+    .m_doc = "numpy's C-level guards: a bounded allocator, checked construction and buffer export, the raw-protocol sink; the class-creation and class-write sinks.",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -703,7 +703,7 @@ def _run_by_an_import(frame, event, args) -> bool:
     loading = _import_loader()
     if frame.f_code.co_filename.startswith("<frozen importlib."):
         source = getattr(args[0], "co_filename", None) if event == "exec" else args[1] if len(args) > 1 else None
-        if not isinstance(source, str) or not _installed_code(source) or _in_the_working_directory(source):
+        if not isinstance(source, str) or not installed_code(source) or _in_the_working_directory(source):
             return False
     for _ in range(64):
         if frame is None:
@@ -711,7 +711,7 @@ def _run_by_an_import(frame, event, args) -> bool:
         code = frame.f_code
         if code is loading:
             return True
-        if not _installed_code(code.co_filename):
+        if not installed_code(code.co_filename):
             return False
         frame = frame.f_back
     return False
@@ -739,7 +739,7 @@ def made_by_an_import(frame) -> bool:
         code = frame.f_code
         if code is loading:
             return True
-        if not _installed_code(code.co_filename):
+        if not installed_code(code.co_filename):
             return False
         frame = frame.f_back
     return False
@@ -759,7 +759,8 @@ _OWN_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _INSTALLED_FILES: dict = {}   # a code file name -> whether it is the installation's (not this package's)
 
 
-def _installed_code(filename: str) -> bool:
+def installed_code(filename: str) -> bool:
+    """filename is the installation's code (the standard library, site-packages), not this package's."""
     known = _INSTALLED_FILES.get(filename)
     if known is None:
         known = filename.startswith("<frozen ") or not filename.startswith(_OWN_PACKAGE) and \

@@ -22,16 +22,19 @@ import builtins as _host_builtins
 import collections
 import contextvars
 import copy
+import dataclasses
 import decimal
 import enum
 import functools
 import importlib
 import io
 import operator
+import os
 import re
 import string
 import sys
 import types
+import typing
 import unicodedata
 import weakref
 from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, MethodType, ModuleType, TracebackType
@@ -47,7 +50,7 @@ if getattr(_fastgates, "VERSION", None) != 3:
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
                       genuine)
-from .confine import at_cell_end, cell_is_running, made_by_an_import
+from .confine import at_cell_end, cell_is_running, installed_code, made_by_an_import
 from .limits import bound_numpy_allocations
 from .policy import Policy
 from .rewriter import (CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FORBIDDEN_NAMES, FRAME_ATTRIBUTES,
@@ -1092,6 +1095,8 @@ class Gates:
             if not is_sandbox_class(obj):
                 self.deny(AttributeDenied(f"'{n}' of class {_type_name(obj)} (write)",
                                           "classes not defined in the sandbox are read-only"))
+            if n in SPECIAL_METHODS and not CLASS_WRITES_IN_C:   # else type's setattr decides (check_class_write)
+                return _guards._BoundedWrite(obj, lambda value: self._special_method_written(obj, n, value))
             return obj
         if t is FunctionType or t is BuiltinFunctionType or t is MethodType:
             if not is_sandbox_function(obj) or (n.startswith("__") and n not in _WRITABLE_FUNCTION_DUNDERS):
@@ -1123,6 +1128,13 @@ class Gates:
             return _guards._BoundedWrite(obj, lambda v: _guards.bounded_decimal_prec(self, v))
         self._cache[("w", t, name)] = True
         return obj
+
+    def _special_method_written(self, cls, name, value):
+        """Without the extension's class-write sink: the cell's own write of a special method, checked."""
+        what = _special_method_refusal(name, value)
+        if what is not None:
+            self.deny(_special_method_denial(_type_name(cls), what))
+        return value
 
     def builtin_setattr(self, obj, name, value):
         _normalise(name)
@@ -1517,10 +1529,13 @@ class Gates:
         cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)
         if _is_class(cls):
             if not CLASS_SINK_IN_C:   # else type's constructor has already decided (check_new_class)
-                why = _class_refusal(type.__dict__["__bases__"].__get__(cls),
-                                     dict(type.__dict__["__dict__"].__get__(cls)), self)
-                if why is not None:
-                    self.deny(BuiltinDenied(*why))
+                # a metaclass written in Python went through type.__new__, which checked the namespace before its
+                # own writes (enum's Enum.__new__): only a plain class's special methods are checked here
+                refused = _class_denial(name, type.__dict__["__bases__"].__get__(cls),
+                                        dict(type.__dict__["__dict__"].__get__(cls)), self,
+                                        special_methods=type(cls) is type)
+                if refused is not None:
+                    self.deny(refused)
             _SANDBOX_CLASSES.add(cls)
             if cls.__dict__.get("_is_protocol") is not True:   # typing.Protocol counts every class attribute
                 for protocol in _RAW_ARRAY_PROTOCOLS:
@@ -1573,6 +1588,23 @@ def _class_refusal(bases, namespace, gates):
     return None
 
 
+def _class_denial(name, bases, namespace, gates, special_methods=True, maker=None):
+    """The refusal of a class made on a cell's behalf (see _class_refusal), else None. Its special methods
+    meet _special_method_refusal unless special_methods is False (a library's own maker); maker: the frame
+    making the class."""
+    why = _class_refusal(bases, namespace, gates)
+    if why is not None:
+        return BuiltinDenied(*why)
+    if special_methods:
+        for key, value in namespace.items():
+            exact = _exact_name(key)
+            if exact in SPECIAL_METHODS:
+                what = _special_method_refusal(exact, value, maker)
+                if what is not None:
+                    return _special_method_denial(name if type(name) is str else "?", what)
+    return None
+
+
 def check_new_class(metatype, args, kwds):
     """What type's constructor makes a class from while a cell runs (see above): args, or args whose
     namespace's attribute hooks are wrapped; a refusal raises."""
@@ -1580,9 +1612,10 @@ def check_new_class(metatype, args, kwds):
         return args   # type(x), a malformed call (type's own error), the kernel's own threads
     name, bases, namespace = args
     gates = CURRENT_GATES.get()
-    why = _class_refusal(bases, namespace, gates)
-    if why is not None and not made_by_an_import(sys._getframe(1)):
-        exc = genuine(BuiltinDenied(*why))
+    maker = _maker_frame(sys._getframe(1))
+    exc = _class_denial(name, bases, namespace, gates, not _makes_its_own_slots(maker, None), maker)
+    if exc is not None and not made_by_an_import(maker):
+        genuine(exc)
         if gates is not None:
             gates.deny(exc)
         raise exc
@@ -1599,12 +1632,268 @@ def check_new_class(metatype, args, kwds):
 runtime_callable(check_new_class)
 
 
+# -- special methods: what Python, a library or the host calls on a class by itself ---------------------------
+# Python calls a class's special methods implicitly (repr, hash, ==, iteration, len, format, a descriptor's
+# __get__, __set_name__, __init_subclass__ ...), and so do the host (the kernel's log, a library's cache or
+# finalizer, the garbage collector, a kernel thread) after the cell. A function the cell defined stops at its
+# first tick there; a library callable bound in its place (functools.partial(np.savetxt, outside, ...), a
+# library's Python or C function, a bound method, an object with __call__) is not cell code, never ticks, and
+# would run unconfined. So while a cell runs, a class made or changed on its behalf binds under these names only
+# what _special_method_refusal accepts: at creation (check_new_class, from type's constructor) and at every
+# later write (check_class_write, from type's setattr slot: _numpyguard.guard_class_writes; without the
+# extension, the write gate for the cell's own writes).
+# The names: CPython's slot table (typeobject.c slotdefs) and the special methods Python, the standard
+# library and numpy/pandas call by name. __del__ keeps its own, stricter rule (_class_refusal).
+SPECIAL_METHODS = frozenset("""
+__getattribute__ __getattr__ __setattr__ __delattr__ __repr__ __hash__ __call__ __str__ __lt__ __le__ __eq__
+__ne__ __gt__ __ge__ __iter__ __next__ __get__ __set__ __delete__ __init__ __new__ __await__ __aiter__
+__anext__ __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __mod__ __rmod__ __divmod__ __rdivmod__ __pow__
+__rpow__ __neg__ __pos__ __abs__ __bool__ __invert__ __lshift__ __rlshift__ __rshift__ __rrshift__ __and__
+__rand__ __xor__ __rxor__ __or__ __ror__ __int__ __float__ __iadd__ __isub__ __imul__ __imod__ __ipow__
+__ilshift__ __irshift__ __iand__ __ixor__ __ior__ __floordiv__ __rfloordiv__ __truediv__ __rtruediv__
+__ifloordiv__ __itruediv__ __index__ __matmul__ __rmatmul__ __imatmul__ __len__ __getitem__ __setitem__
+__delitem__ __contains__ __buffer__ __release_buffer__
+__set_name__ __init_subclass__ __class_getitem__ __mro_entries__ __prepare__ __missing__ __instancecheck__
+__subclasscheck__ __subclasshook__ __enter__ __exit__ __aenter__ __aexit__ __length_hint__ __fspath__
+__format__ __bytes__ __complex__ __round__ __trunc__ __floor__ __ceil__ __reversed__ __sizeof__ __dir__
+__reduce__ __reduce_ex__ __getstate__ __setstate__ __getnewargs__ __getnewargs_ex__ __copy__ __deepcopy__
+__replace__ __post_init__ __array__ __array_ufunc__ __array_function__ __array_finalize__ __array_wrap__
+__array_prepare__ __array_namespace__ __dlpack__ __dlpack_device__ __finalize__ __dataframe__
+""".split())
+_SPECIAL_METHOD_RULE = ("a special method must be a function defined in the cell (or a staticmethod, classmethod "
+                        "or property of one), None, or a builtin type's own method: Python and the host call it "
+                        "by themselves, outside the cell too, where anything else would run unconfined")
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE
+_BUILTIN_METHOD_TYPES = (types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType)
+
+
+def _exact_name(key):
+    """A namespace key as type() will use it: a str subclass's characters (its own __eq__ or __hash__ could
+    hide a special name), anything else None."""
+    if type(key) is str:
+        return key
+    return str.__str__(key) if issubclass(type(key), str) else None
+
+
+def _builtin_type(cls) -> bool:
+    """One of Python's own static types (int, str, list, object ...): its methods do no I/O and call
+    nothing but the object's own special methods."""
+    return type(cls) is type and not cls.__flags__ & _HEAPTYPE and type.__dict__["__module__"].__get__(cls) == \
+        "builtins"
+
+
+def _harmless_special_method(value, source=frozenset(), wrapped=False) -> bool:
+    """value may be bound as a special method (see above); source: the code objects written in the library
+    function making the class or the write (its own methods and closures, see _library_source)."""
+    if value is None or is_sandbox_function(value):
+        return True
+    t = type(value)
+    if t is FunctionType:
+        # the runtime's wrappers (ABC hooks that answer only inside a cell, attribute hooks that refuse the raw
+        # array protocols): made only from what the class already holds or inherits
+        marks = value.__dict__
+        return marks.get("__st_confined__") is True or marks.get("__st_raw_guard__") is True or \
+            bool(source) and value.__code__ in source
+    if (t is staticmethod or t is classmethod) and not wrapped:
+        inner = value.__func__
+        return inner is types.GenericAlias or _harmless_special_method(inner, source, wrapped=True)
+    if t is property and not wrapped:
+        return all(f is None or _harmless_special_method(f, source, wrapped=True)
+                   for f in (value.fget, value.fset, value.fdel))
+    if t in _BUILTIN_METHOD_TYPES:   # object.__eq__, list.__iter__, dict.get
+        return _builtin_type(value.__objclass__)
+    if t is BuiltinFunctionType:     # object.__new__, int.__new__: bound to the type
+        return _builtin_type(value.__self__)
+    if t is MethodType:              # the cell's function runs first, and ticks
+        return is_sandbox_function(value.__func__)
+    if t is functools.partial or t is functools.partialmethod:
+        return is_sandbox_function(value.func)
+    return False
+
+
+def _special_method_refusal(name, value, maker=None):
+    """What is refused (for the denial's target) when value may not be bound under the special method name
+    on a class a cell makes or changes, else None (see above). maker: the frame making the class or the
+    write."""
+    if _harmless_special_method(value) or maker is not None and \
+            _harmless_special_method(value, _library_source(maker.f_code)):
+        return None
+    return f"'{name}' ({_what_is_bound(value)})"
+
+
+_SOURCE_CODES: dict = {}   # a library function's code object -> the code objects written inside it
+
+
+def _library_source(code) -> frozenset:
+    """The code objects written in an installed library function's source (its class bodies, their methods,
+    its closures): a class statement a library runs at call time (plotly's chomp_empty_strings defines its
+    class on every call) or a write it makes (cls.__x__ = a function it defines) binds the library's own
+    methods, as its classes made at import do. Empty for the cell's code and the runtime's (the runtime's
+    frame runs the cell's class statements)."""
+    found = _SOURCE_CODES.get(code)
+    if found is None:
+        found = set()
+        if installed_code(code.co_filename):
+            pending = [(code, 0)]
+            while pending:
+                outer, depth = pending.pop()
+                for inner in outer.co_consts:
+                    if type(inner) is CodeType and inner not in found and depth < 4:
+                        found.add(inner)
+                        pending.append((inner, depth + 1))
+        if len(_SOURCE_CODES) > 10_000:
+            _SOURCE_CODES.clear()
+        _SOURCE_CODES[code] = found = frozenset(found)
+    return found
+
+
+def _what_is_bound(value) -> str:
+    """What a refused value is, read without running any of its code."""
+    t = type(value)
+    if t is FunctionType or t is BuiltinFunctionType:
+        module = getattr(value, "__module__", None)
+        return f"the function {module}.{value.__qualname__}" if type(module) is str else "a library function"
+    name = type.__dict__["__qualname__"].__get__(t)
+    module = type.__dict__["__module__"].__get__(t)
+    return f"a {name} object" if module == "builtins" else f"a {module}.{name} object"
+
+
+def _special_method_denial(cls_name, what):
+    return AttributeDenied(f"{what} of class {cls_name}", _SPECIAL_METHOD_RULE)
+
+
+# Library code that binds its own callables as special methods of a cell's class, allowed by the identity of
+# its code object (never by the value: the same library function bound by the cell to another class would
+# call what that class holds). Each binds only what it generated or its own functions, or a method of one of
+# the class's own bases (what inheritance gives anyway):
+#   dataclasses   __init__, __repr__, __eq__, the order methods, frozen __setattr__/__delattr__, __hash__,
+#                 __replace__: generated from its templates (the codegen sink checks every field name) and
+#                 run as the class's methods (they read and write fields); _add_slots remakes the class from
+#                 the class's own dict (every entry checked when it was bound) and adds its own
+#                 __getstate__/__setstate__; _process_class binds __hash__ itself (None or generated).
+#   functools.total_ordering   its own _gt_from_lt ... functions, which call the cell's root comparison.
+#   enum          EnumType.__new__, once the class exists: Enum.__new__, the first enum base's or the data
+#                 type's __repr__/__str__/__format__/__reduce_ex__, Flag's operators (methods of the class's
+#                 own bases); _make_class_unpicklable: _break_on_call_reduce; global_enum (handed out only for
+#                 the cell's own enum): enum's global reprs. (The namespace EnumType.__new__ makes the class
+#                 from is the cell's, and is checked.)
+#   typing        Protocol.__init_subclass__: its own __subclasshook__ and __init__; _no_init_or_replace_init:
+#                 the __init__ the class's MRO holds; NewType.__mro_entries__: a class whose
+#                 __init_subclass__ raises TypeError.
+#   collections.namedtuple   a namespace wholly its own (the field names validated as identifiers).
+# Writes name what each may bind: dataclasses' _process_class also binds a field's default under the field's
+# name (the cell's value), so it may bind only __hash__.
+_NAMESPACE_MAKERS_SPEC = (
+    ("dataclasses", "_add_slots"),
+    ("typing", "NewType.__mro_entries__"),
+    ("collections", "namedtuple"),
+)
+_WRITE_MAKERS_SPEC = (
+    ("dataclasses", "_set_new_attribute", None),
+    ("dataclasses", "_add_slots", ("__getstate__", "__setstate__")),
+    ("dataclasses", "_process_class", ("__hash__",)),
+    ("functools", "total_ordering", None),
+    ("enum", "EnumType.__new__", None),
+    ("enum", "EnumMeta.__new__", None),
+    ("enum", "_make_class_unpicklable", ("__reduce_ex__",)),
+    ("enum", "global_enum", ("__repr__", "__str__", "__format__")),
+    ("typing", "Protocol.__init_subclass__", ("__subclasshook__", "__init__")),
+    ("typing", "_no_init_or_replace_init", ("__init__",)),
+)
+# Frames that only pass a write or a class on: the maker is the frame below. EnumType.__setattr__ ends in
+# type.__setattr__; the runtime's frames that act for their caller: the cell's class statement (build_class),
+# the cell's setattr and a.b op= v, the Python fallbacks of the sinks, and a library's setattr by string
+# (guards register theirs).
+_PASS_THROUGH_SPEC = (("enum", "EnumType.__setattr__"), ("enum", "EnumMeta.__setattr__"))
+_NAMESPACE_MAKERS: set = set()
+_WRITE_MAKERS: dict = {}   # code object -> the names it may bind (None: every special method)
+_PASS_THROUGH: set = set()
+
+
+def _code_of(module_name, dotted):
+    obj = sys.modules.get(module_name)
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+    obj = getattr(obj, "__func__", obj)   # a classmethod read from its class
+    code = getattr(obj, "__code__", None)
+    return code if type(code) is CodeType else None
+
+
+def _resolve_slot_makers() -> None:
+    """The makers' code objects (all of them standard library, imported by this module)."""
+    for module_name, dotted in _NAMESPACE_MAKERS_SPEC:
+        code = _code_of(module_name, dotted)
+        if code is not None:
+            _NAMESPACE_MAKERS.add(code)
+    for module_name, dotted, names in _WRITE_MAKERS_SPEC:
+        code = _code_of(module_name, dotted)
+        if code is not None:
+            _WRITE_MAKERS[code] = None if names is None else frozenset(names)
+    for module_name, dotted in _PASS_THROUGH_SPEC:
+        code = _code_of(module_name, dotted)
+        if code is not None:
+            _PASS_THROUGH.add(code)
+
+
+def _maker_frame(frame):
+    """The frame that makes the class or the write: frame, or the one below the sinks' pass-throughs."""
+    for _ in range(6):
+        if frame is None or frame.f_code not in _PASS_THROUGH:
+            return frame
+        frame = frame.f_back
+    return frame
+
+
+_OWN_FILES = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _makes_its_own_slots(frame, name) -> bool:
+    """frame is a library's maker allowed to bind name (None: to make a class from a namespace of its own), or
+    the runtime's own code (its stand-ins and pattern classes, its guards of library classes; the frames
+    that act for the cell are passed over, _PASS_THROUGH)."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    if name is None and code in _NAMESPACE_MAKERS:
+        return True
+    if name is not None and code in _WRITE_MAKERS:
+        names = _WRITE_MAKERS[code]
+        return names is None or name in names
+    return code.co_filename.startswith(_OWN_FILES)
+
+
+def check_class_write(cls, name, value):
+    """type's setattr asks this while a cell runs, for a special method name (_numpyguard.guard_class_writes)."""
+    if not cell_is_running():
+        return None   # the kernel's own threads
+    if _harmless_special_method(value):
+        return None
+    maker = _maker_frame(sys._getframe(1))
+    what = _special_method_refusal(name, value, maker)
+    if what is None or _makes_its_own_slots(maker, name) or made_by_an_import(maker):
+        return None
+    exc = genuine(_special_method_denial(_type_name(cls), what))
+    gates = CURRENT_GATES.get()
+    if gates is not None:
+        gates.deny(exc)
+    raise exc
+
+
+runtime_callable(check_class_write)
+_resolve_slot_makers()
+_PASS_THROUGH.update((Gates.build_class.__code__, Gates.builtin_setattr.__code__, Gates.augattr.__code__))
+
+
 def _install_class_sink() -> bool:
     """check_new_class in type's constructor (True), or without the extension in type.__new__, which
     metaclasses written in Python call (enum's, abc's, typing's); type(name, bases, ns) itself is then
     decided only for the cell's own class statements (build_class)."""
     if _guards._numpyguard is not None and hasattr(_guards._numpyguard, "guard_class_creation"):
         _guards._numpyguard.guard_class_creation(check_new_class)
+        if hasattr(_guards._numpyguard, "guard_class_writes"):
+            _guards._numpyguard.guard_class_writes(check_class_write, SPECIAL_METHODS)
         guard_metaclasses()
         return True
     import ctypes
@@ -1619,6 +1908,7 @@ def _install_class_sink() -> bool:
         if cell_is_running():
             args = check_new_class(metatype, args, kwargs)
         return original(metatype, *args, **kwargs)
+    _PASS_THROUGH.add(__new__.__code__)
     __new__.__st_class_sink__ = True
     runtime_callable(__new__)
     namespace["__new__"] = staticmethod(__new__)
@@ -2146,3 +2436,4 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=Tr
 from . import guards as _guards  # noqa: E402  (used at call time: either module may be imported first)
 
 CLASS_SINK_IN_C = _install_class_sink()
+CLASS_WRITES_IN_C = CLASS_SINK_IN_C and hasattr(_guards._numpyguard, "guard_class_writes")

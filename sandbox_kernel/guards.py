@@ -42,6 +42,7 @@ from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, gen
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open, _type_name,
                     add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
+from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
 
 
 # ------------------------------------------------------------------------------------------------
@@ -145,6 +146,9 @@ class _BoundedWrite:
 
     def __delattr__(self, name):
         delattr(self._target, name)
+
+
+SPECIAL_METHOD_PASS_THROUGH.add(_BoundedWrite.__setattr__.__code__)   # the write is its caller's
 
 
 def _stand_in_class(cls, construct):
@@ -1114,6 +1118,7 @@ def _gated_lookup(own_names):
                     raise genuine(CallDenied(f"setting {name[:40]!r} by string", "only public identifiers"))
         return _BUILTIN_SETATTR(obj, name, value)
     lookup_getattr.__name__, lookup_hasattr.__name__, lookup_setattr.__name__ = "getattr", "hasattr", "setattr"
+    SPECIAL_METHOD_PASS_THROUGH.add(lookup_setattr.__code__)   # the library's frame below makes the write
     return lookup_getattr, lookup_hasattr, lookup_setattr
 
 
@@ -1155,7 +1160,9 @@ def _guard_pandas_plot_backend() -> None:
 # calls the library next, the host included: pandas' options (display.float_format and the styler's
 # formatters are callables, run when anyone prints a frame), numpy.ma's masked_print_option (str() of the
 # cell's object when anyone prints a masked array), scipy.fft's uarray backends (called by every transform),
-# csv's dialect registry. Each engine keeps its own: its values are installed when a cell starts (or when the
+# csv's dialect registry; and data the library reads for everyone (dateutil's parser word lists, calendar's
+# first weekday, plotly's templates and default template, scipy.special's error handling, numpy.polynomial's
+# print style). Each engine keeps its own: its values are installed when a cell starts (or when the
 # library is first loaded during one) and the host's are put back when the cell ends, as the warnings filters
 # are (limits.py). Values are compared by identity only (== would run the cell's __eq__ in the host).
 
@@ -1297,10 +1304,127 @@ class _CsvDialects:
             csv.field_size_limit(limit)
 
 
+def _same_items(a, b) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
+class _ClassData:
+    """Class-level data a library reads for everyone: each attribute's value and, for a list or a dict, its
+    contents (dateutil's parserinfo word lists, which a cell extends in place: dp.parserinfo.JUMP.append(w);
+    numpy.polynomial's print style, which set_default_printstyle writes on the class). A dict's contents are
+    kept as its items, never rehashed outside the cell."""
+
+    def __init__(self, name: str, module: str, cls: str, attributes: tuple):
+        self.name, self._module, self._cls, self._attributes = name, module, cls, attributes
+
+    def _class(self):
+        return getattr(sys.modules.get(self._module), self._cls, None)
+
+    def available(self) -> bool:
+        return isinstance(self._class(), type)
+
+    @staticmethod
+    def _contents(value):
+        if type(value) is list:
+            return tuple(value)
+        if type(value) is dict:
+            return tuple(dict.items(value))
+        return None
+
+    def read(self):
+        namespace = self._class().__dict__
+        values = tuple(namespace.get(a, _MISSING) for a in self._attributes)
+        return values, tuple(map(self._contents, values))
+
+    def install(self, wanted, current, entering: bool) -> None:
+        cls = self._class()
+        for attribute, value, contents, now in zip(self._attributes, wanted[0], wanted[1], current[0]):
+            if value is not now:
+                if value is _MISSING:
+                    type.__delattr__(cls, attribute)
+                    continue
+                type.__setattr__(cls, attribute, value)
+            if contents is None or _same_items(contents, self._contents(value) or ()):
+                continue
+            if type(value) is list:
+                list.__setitem__(value, slice(None), contents)
+            else:
+                dict.clear(value)
+                dict.update(value, contents)
+
+
+class _PlotlyTemplates:
+    """plotly.io.templates: the registry of named templates and the default one (pio.templates['t'] = ...,
+    pio.templates.default = 't'), used by every figure made afterwards. Templates are mutable objects
+    (pio.templates['plotly'].layout.font.size = 30 changes the registry's object): an engine starts with the
+    host's names, each built-in one loaded afresh for it on first use, the host's own templates copied."""
+    name = "plotly templates"
+
+    @staticmethod
+    def _config():
+        module = sys.modules.get("plotly.io._templates")
+        return module, getattr(module, "templates", None)
+
+    def available(self) -> bool:
+        return self._config()[1] is not None
+
+    def read(self):
+        config = object.__getattribute__(self._config()[1], "__dict__")
+        return tuple(dict.items(config["_templates"])), config["_default"]
+
+    def first(self, current):
+        """The engine's registry before its first change: none of the host's template objects in it."""
+        module, _ = self._config()
+        templates = []
+        for name, template in current[0]:
+            if template is not module.Lazy:
+                template = module.Lazy if name in _PLOTLY_BUILT_IN_TEMPLATES else type(template)(template)
+            templates.append((name, template))
+        return tuple(templates), current[1]
+
+    def install(self, wanted, current, entering: bool) -> None:
+        config = object.__getattribute__(self._config()[1], "__dict__")
+        registry = config["_templates"]
+        if not _same_items(wanted[0], tuple(dict.items(registry))):
+            dict.clear(registry)
+            dict.update(registry, wanted[0])
+        config["_default"] = wanted[1]
+
+
+_PLOTLY_BUILT_IN_TEMPLATES = frozenset({"ggplot2", "seaborn", "simple_white", "plotly", "plotly_white", "plotly_dark",
+                                        "presentation", "xgridoff", "ygridoff", "gridon", "none"})
+
+
+class _SpecialFunctionErrors:
+    """scipy.special's error handling (seterr, errstate), kept per thread by scipy: the cell's thread is the
+    kernel's own at level none."""
+    name = "scipy.special errors"
+
+    @staticmethod
+    def available() -> bool:
+        return hasattr(sys.modules.get("scipy.special"), "geterr")
+
+    @staticmethod
+    def read():
+        return tuple(sys.modules["scipy.special"].geterr().items())   # scipy's own str values
+
+    @staticmethod
+    def install(wanted, current, entering: bool) -> None:
+        if wanted != current:
+            sys.modules["scipy.special"].seterr(**dict(wanted))
+
+
+_DATEUTIL_WORD_LISTS = ("JUMP", "WEEKDAYS", "MONTHS", "HMS", "AMPM", "UTCZONE", "PERTAIN", "TZOFFSET")
+
 LIBRARY_STATE = (_PandasOptions(),
                  _ObjectState("pandas plot_params", "pandas.plotting._misc", "plot_params", items=True),
                  _ObjectState("numpy.ma masked_print_option", "numpy.ma.core", "masked_print_option"),
-                 _UarrayBackends("scipy._lib._uarray._uarray"), _UarrayBackends("uarray._uarray"), _CsvDialects())
+                 _UarrayBackends("scipy._lib._uarray._uarray"), _UarrayBackends("uarray._uarray"), _CsvDialects(),
+                 _ClassData("dateutil parserinfo", "dateutil.parser._parser", "parserinfo", _DATEUTIL_WORD_LISTS),
+                 _ObjectState("calendar first weekday", "calendar", "c"),
+                 _PlotlyTemplates(), _SpecialFunctionErrors(),
+                 _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",
+                            ("_use_unicode",)))
 
 
 def swap_in_library_state() -> None:
@@ -1318,6 +1442,8 @@ def swap_in_library_state() -> None:
         mine = gates.library_state.get(state.name, _MISSING)
         if mine is _MISSING and getattr(state, "private_copy", False):
             mine = current
+        elif mine is _MISSING and hasattr(state, "first"):
+            mine = state.first(current)
         if mine is not _MISSING:
             state.install(mine, current, True)
 

@@ -211,9 +211,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N3-3 (lesser): process-wide state of granted libraries (a dateutil "
-                                       "class's list, calendar's module-level calendar, plotly's template registry) "
-                                       "is written by the cell and stays so in the host after it")
 @pytest.mark.parametrize("write", sorted(HOST_STATE_WRITES))
 def test_library_process_state_is_not_changed_by_a_cell(write):
     from childcell import run_cell_in_child
