@@ -1,6 +1,6 @@
 """Fourth independent review at level `none`: attacks by an outsider told only the threat model.
 
-Start 2026-11-26 13:31 UTC (end: see the last line of this log). Each test performs the real attack in an
+Start 2026-11-26 13:31 UTC, end 14:11 UTC (by `date`; the last commit of this file). Each test performs the real attack in an
 Engine with the data-science policy (or a child process running one, when the attack changes process-wide
 state or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
 findings are strict xfails named FINDING N4-k; N4-4 (and the N4-6/N4-7 routes through it) was closed by
@@ -58,6 +58,7 @@ Log of what was tried (one line per attempt class) and the result:
     a float column with a byte-mask validity buffer: set_nulls writes NaN through the raw view
     (data[null_pos] = None) before the copy: the cell's array at an address it read back (id(a) + 16)
     holds NaN afterwards                                                any memory written        FINDING N4-10
+    (plotly.express with the same object: narwhals asks for a _df property first; not pursued)
   hash() of a tuple nested 10**6 deep (built in a loop): CPython's tuplehash recurses in C without a
     recursion check; also {t}, d[t], t in a set                          the process segfaults     FINDING N4-11
     (isinstance(x, nested), except nested, ==, repr: recursion-checked)  RecursionError/TypeError  held
