@@ -1,7 +1,8 @@
 """Fourth independent review at level `none`: attacks by an outsider told only the threat model.
 
-Start 2026-11-26 13:31 UTC, end 14:11 UTC (by `date`). Each test performs the real attack in an Engine with the data-science policy (or a child process running one, when the attack changes process-wide
-state or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
+Start 2026-11-26 13:31 UTC, end 14:11 UTC (by `date`). Each test performs the real attack in an Engine
+with the data-science policy (or a child process running one, when the attack changes process-wide state
+or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
 findings are strict xfails named FINDING N4-k; N4-4 (and the N4-6/N4-7 routes through it) was closed by
 a2b9494 and N4-5/N4-12 by f6579b1 during the review: those are regression tests now.
 
