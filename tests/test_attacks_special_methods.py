@@ -14,6 +14,9 @@ for the host to touch through each touch point; the assertions are that the rout
 naming the attribute and the rule, that no file appeared outside the working directory, and that the kernel
 still answers. The honest cases (dataclasses, total_ordering, enum, NamedTuple, ABCs, properties, builtin slot
 methods, pandas and numpy subclasses, a library's own class made at call time) must keep working.
+
+The last section is the data-only sibling (N3-3): process-wide settings of granted libraries a cell changes are
+its engine's, never the host's.
 """
 from __future__ import annotations
 
@@ -447,3 +450,53 @@ def test_a_library_special_method_calls_no_library_callable_the_cell_placed(sand
     except BaseException:   # noqa: BLE001
         pass
     assert not target.exists(), "the host's call of a library special method ran the cell's library callable"
+
+
+# --- process-wide library data is the engine's (N3-3 and its siblings) ---------------------------------------
+# Not code: settings a granted library reads for everyone. Each is the engine's own (guards.LIBRARY_STATE): a
+# later cell of the same engine sees what the cell set, the host and another engine keep their own.
+
+ENGINE_DATA = {
+    "plotly_template_default": ("import plotly.io as pio\npio.templates.default = 'plotly_white'\n",
+                                "import plotly.io as pio\nvalue = pio.templates.default", "plotly_white"),
+    "plotly_template_registered": ("import plotly.io as pio\npio.templates['zz'] = {'layout': {'width': 123}}\n",
+                                   "import plotly.io as pio\nvalue = 'zz' in pio.templates", True),
+    "plotly_template_mutated": ("import plotly.io as pio\npio.templates['plotly'].layout.width = 321\n",
+                                "import plotly.io as pio\nvalue = pio.templates['plotly'].layout.width", 321),
+    "calendar_first_weekday": ("import calendar\ncalendar.setfirstweekday(6)\n",
+                               "import calendar\nvalue = calendar.firstweekday()", 6),
+    "dateutil_word_list": ("import dateutil.parser as dp\ndp.parserinfo.JUMP.append('zzjump')\n",
+                           "import dateutil.parser as dp\nvalue = 'zzjump' in dp.parserinfo.JUMP", True),
+    "dateutil_offsets": ("import dateutil.parser as dp\ndp.parserinfo.TZOFFSET['ZZT'] = 3600\n",
+                         "import dateutil.parser as dp\nvalue = dp.parserinfo.TZOFFSET.get('ZZT')", 3600),
+    "scipy_special_errors": ("import scipy.special as sc\nsc.seterr(singular='raise')\n",
+                             "import scipy.special as sc\nvalue = sc.geterr()['singular']", "raise"),
+    "numpy_polynomial_print_style": ("import numpy as np\nnp.polynomial.set_default_printstyle('ascii')\n",
+                                     "import numpy as np\nvalue = str(np.polynomial.Polynomial([1, 2]))",
+                                     "1.0 + 2.0 x"),
+}
+
+
+def _host_value(check: str):
+    namespace: dict = {}
+    exec(check, namespace)   # the host's own view, outside any cell
+    return namespace["value"]
+
+
+@pytest.mark.parametrize("data", sorted(ENGINE_DATA))
+def test_library_data_a_cell_sets_is_its_engines_and_never_the_hosts(tmp_path, data):
+    from conftest import Sandbox
+
+    write, check, expected = ENGINE_DATA[data]
+    before = _host_value(check)
+    assert before != expected
+    engine = Sandbox(tmp_path / "work")
+    r = engine.run(write)
+    assert r.ok, r
+    assert _host_value(check) == before, "the cell changed the host's library data"
+    r = engine.run(check)                                     # a later cell of the same engine
+    assert r.ok and engine.ns["value"] == expected, r
+    other = Sandbox(tmp_path / "other")                       # another engine starts from the host's
+    r = other.run(check)
+    assert r.ok and other.ns["value"] == before, r
+    assert _host_value(check) == before
