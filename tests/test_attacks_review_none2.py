@@ -572,7 +572,8 @@ def test_masked_print_option_set_by_a_cell_does_not_run_in_the_host(outside):
     target = outside / "masked-print.sh"
     result = run_cell_in_child(MASKED_PRINT_OPTION.format(writer=_savetxt_partial(target)),
                                probe=REPORT_HOST_MASKED_REPR.format(path=str(target)), hard_exit=True, timeout=60)
-    assert result.get("status") == "ok", result
+    # the class itself is refused since a cell class's special methods must be the cell's own code
+    assert result.get("status") == "ok" or result.get("ename") == "AttributeDenied", result
     assert result.get("written") is False and result.get("host_repr") == "[-- 2]", result
     assert not target.exists()
 

@@ -3,7 +3,8 @@
 Each test performs the real attack in an Engine with the data-science policy and asserts that it failed
 and nothing happened (no file outside the working directory, no secret in the cell's output, host state
 unchanged). Attacks that may take the process down run in a child process. Findings are strict xfails
-until fixed (N3-1 and N3-2 are fixed: the engine keeps a cell's exception as plain data once the cell
+until fixed (all three are fixed; N3-3's process-wide data is kept per engine (guards.LIBRARY_STATE), and a
+cell class's special methods must be its own code (tests/test_attacks_special_methods.py). N3-1 and N3-2: the engine keeps a cell's exception as plain data once the cell
 is over and introspects by exact types only; the kernel logs backend failures without running the
 exception's code).
 
@@ -67,7 +68,7 @@ def test_inspect_does_not_run_a_library_repr_unconfined(sandbox, outside, base):
     target = outside / f"inspect-repr-{base}.sh"
     r = sandbox.run(f"import functools, numpy as np\nclass {REPR_CLASSES[base]}:\n"
                     f"    __repr__ = {_savetxt_partial(target)}\ns = {REPR_VALUES[base]}\n")
-    assert r.ok, r
+    assert r.ok or r.denied("attribute"), r   # refused at class creation since the special-method rule
     assert not target.exists(), "the cell itself wrote outside the workdir"
     sandbox.engine.inspect("s", 1)
     assert not target.exists(), "inspecting a name ran a library callable of the cell's unconfined"
@@ -80,7 +81,7 @@ GETATTRIBUTE_CELL = "import functools, numpy as np\nclass G:\n    __getattribute
 def test_completion_and_inspection_do_not_run_a_library_getattribute(sandbox, outside, request_kind):
     target = outside / f"{request_kind}-getattribute.sh"
     r = sandbox.run(GETATTRIBUTE_CELL.format(writer=_savetxt_partial(target)))
-    assert r.ok, r
+    assert r.ok or r.denied("attribute"), r   # refused at class creation since the special-method rule
     assert not target.exists(), "the cell itself wrote outside the workdir"
     if request_kind == "complete":
         sandbox.engine.complete("g.", 2)
@@ -160,7 +161,7 @@ def test_kernel_inspect_request_runs_nothing_of_the_cells(tmp_path, outside):
     try:
         r = client.run(f"import functools, numpy as np\nclass S(str):\n    __repr__ = {_savetxt_partial(target)}\n"
                        f"s = S('x')\n", timeout=60)
-        assert r["status"] == "ok", r
+        assert r["status"] == "ok" or any(d["kind"] == "attribute" for d in r["denials"]), r
         shell_request(client, "inspect_request", {"code": "s", "cursor_pos": 1, "detail_level": 0}, timeout=30)
     finally:
         client.shutdown()
