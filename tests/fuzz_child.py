@@ -202,6 +202,10 @@ class Fuzzer:
 
     def _hypothesis(self):
         from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        # hypothesis keeps a directory in the working directory (the scene's root, which is watched)
+        set_hypothesis_home_dir(os.path.join(os.path.dirname(self.opts["progress"]), ".hypothesis"))
 
         @settings(max_examples=min(self.opts["count"], 10**6), database=None, deadline=None,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
