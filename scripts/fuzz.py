@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -100,6 +101,12 @@ def fuzz(args) -> int:
         print(_coverage_summary(coverage_files, work))
     else:
         print("coverage: not measured" + ("" if args.no_coverage else " (coverage.py is not installed)"))
+    for name in os.listdir(work):   # the coverage data; a findings file written here stays
+        if name != "findings.json":
+            path = os.path.join(work, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+    if not os.listdir(work):
+        os.rmdir(work)
     return 1 if findings else 0
 
 

@@ -143,7 +143,7 @@ class Fuzzer:
         self.gc = gc
         self.grammar = fuzz_grammar
         self.oracles = fuzz_oracles
-        self.scene = fuzz_oracles.Scene()
+        self.scene = fuzz_oracles.Scene(parent=os.path.dirname(opts["progress"]))   # removed by the parent
         os.chdir(self.scene.root)
         self.policy = PRESETS["data-science"].with_limits(**CELL_LIMITS)
         self.Engine = Engine
@@ -199,6 +199,7 @@ class Fuzzer:
         self.progress.write(json.dumps({"summary": True, "cells": self.tried,
                                         "sources": self.oracles.imported_source_hashes()}) + "\n")
         self.progress.close()
+        self.scene.close()
 
     def _hypothesis(self):
         from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st

@@ -135,9 +135,9 @@ class Scene:
     """A secret file and an empty `outside` directory next to the working directory, a loopback listener,
     the secret in a host module and in the environment."""
 
-    def __init__(self):
+    def __init__(self, parent: str | None = None):
         from sandbox_kernel.audit.scene import Listener
-        self.root = os.path.realpath(tempfile.mkdtemp(prefix="sandbox-fuzz-"))
+        self.root = os.path.realpath(tempfile.mkdtemp(prefix="sandbox-fuzz-", dir=parent))
         self.work = os.path.join(self.root, "work")
         self.outside = os.path.join(self.root, "outside")
         os.mkdir(self.work)

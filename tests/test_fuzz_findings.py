@@ -49,12 +49,12 @@ def test_dataclass_transform_does_not_write_a_granted_module(run):
 
 # Run in a fresh interpreter: a resource tracker this test process already has would hide a new one.
 _SPAWN_PROBE = r"""
-import json, os, sys, tempfile
+import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from fuzz_oracles import child_processes
 from sandbox_kernel.engine import Engine
 from sandbox_kernel.policy import PRESETS
-work = tempfile.mkdtemp(prefix="sandbox-fuzz-finding-")
+work = sys.argv[2]
 events = []
 done = Engine(PRESETS["data-science"], workdir=work).run_cell(
     "import scipy.optimize\n"
@@ -70,8 +70,8 @@ print(json.dumps({"status": done["status"], "denials": done["denials"], "started
 @pytest.mark.xfail(strict=True, reason="FINDING F2 (lesser, level none): differential_evolution(workers=2) "
                                        "starts multiprocessing's resource tracker (fork_exec has no audit event)")
 def test_library_starts_multiprocessing_resource_tracker(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _SPAWN_PROBE, HERE], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _SPAWN_PROBE, HERE, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["status"] == "error" and report["denials"], report
@@ -95,10 +95,10 @@ E = enum.Enum("E", [("A", 1), (Late("__array_interface__"), IFACE)])
 np.asarray(E.A)[0] = 3.0
 """
 _LATE_NAME_PROBE = r"""
-import json, math, sys, tempfile
+import json, math, sys
 from sandbox_kernel.engine import Engine
 from sandbox_kernel.policy import PRESETS
-engine = Engine(PRESETS["data-science"], workdir=tempfile.mkdtemp(prefix="sandbox-fuzz-finding-"))
+engine = Engine(PRESETS["data-science"], workdir=sys.argv[2])
 outcomes = []
 for after in range(8):
     done = engine.run_cell(sys.argv[1].replace("AFTER", str(after)), emit=lambda event: None)
@@ -111,8 +111,8 @@ print(json.dumps({"tau": math.tau, "outcomes": outcomes}))
                                        "while checked and equal when numpy looks it up, plants "
                                        "__array_interface__ through enum's functional API: raw memory write")
 def test_late_equal_name_plants_a_raw_array_protocol_through_enum(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _LATE_NAME_PROBE, _LATE_NAME_CELL], capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _LATE_NAME_PROBE, _LATE_NAME_CELL, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["tau"] == 6.283185307179586, f"the host's memory was written: {report}"
