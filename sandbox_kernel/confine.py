@@ -396,8 +396,10 @@ def _guard_enum_namespace() -> None:
     original = enum_dict.__setitem__
 
     def __setitem__(self, key, value):
-        if key in _ARRAY_INTERFACE_NAMES and cell_is_running():
-            raise TypeError(f"{key} cannot be defined in the sandbox")
+        if cell_is_running() and (type(key) is not str or key in _ARRAY_INTERFACE_NAMES):
+            # a str subclass may compare unequal here and equal when numpy looks the name up
+            raise TypeError("this member name cannot be defined in the sandbox (names must be plain str, "
+                            "and __array_interface__/__array_struct__ are refused)")
         return original(self, key, value)
     enum_dict.__setitem__ = __setitem__
 

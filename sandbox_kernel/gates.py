@@ -1592,6 +1592,11 @@ def _class_denial(name, bases, namespace, gates, special_methods=True, maker=Non
     """The refusal of a class made on a cell's behalf (see _class_refusal), else None. Its special methods
     meet _special_method_refusal unless special_methods is False (a library's own maker); maker: the frame
     making the class."""
+    if any(type(key) is not str for key in namespace):
+        # a str subclass can answer every name check here "not equal" and numpy's lookup later "equal"
+        # (same hash): planted __array_interface__ through enum's functional API (fuzzer finding F3)
+        return BuiltinDenied("a class attribute named by an object that is not a plain str",
+                             "class attribute names must be plain str")
     why = _class_refusal(bases, namespace, gates)
     if why is not None:
         return BuiltinDenied(*why)

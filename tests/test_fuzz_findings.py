@@ -19,7 +19,8 @@ known, not new).
       functional API: `confine._guard_enum_namespace` (`key in _ARRAY_INTERFACE_NAMES`) and the class
       creation check both compare with ==, and the name lands in the class dict. `np.asarray(member)`
       then lays an array over any address. Found while judging a fuzzer report (an unhashable key at
-      confine.py's enum guard); the grammar now has such names (`Late`). The checks need exact-str keys.
+      confine.py's enum guard); the grammar now has such names (`Late`). Closed: a class namespace made while
+      a cell runs takes plain str keys only (gates._class_denial, confine's enum guard).
 """
 from __future__ import annotations
 
@@ -107,9 +108,6 @@ print(json.dumps({"tau": math.tau, "outcomes": outcomes}))
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING F3 (full escape at level none): a str subclass name, unequal "
-                                       "while checked and equal when numpy looks it up, plants "
-                                       "__array_interface__ through enum's functional API: raw memory write")
 def test_late_equal_name_plants_a_raw_array_protocol_through_enum(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _LATE_NAME_PROBE, _LATE_NAME_CELL, str(tmp_path)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
