@@ -1467,10 +1467,32 @@ at_cell_start(swap_in_library_state)
 at_cell_end(swap_out_library_state)
 
 
+def _close_pandas_interchange() -> None:
+    """pandas' dataframe interchange (pd.api.interchange.from_dataframe, and plotly.express given any
+    object with __dataframe__) lays a ctypes array over whatever address the object's buffers name
+    (buffer_to_ndarray), then writes null markers through it: any memory read and written (review
+    none4, N4-10). Every route ends in that one function of the module: while a cell runs it refuses.
+    No granted library produces interchange objects of its own."""
+    module = sys.modules.get("pandas.core.interchange.from_dataframe")
+    if module is None or getattr(module.buffer_to_ndarray, "__st_closed__", False):
+        return
+    original = module.buffer_to_ndarray
+
+    def buffer_to_ndarray(*args, **kwargs):
+        if cell_is_running():
+            raise genuine(CallDenied("pandas' dataframe interchange",
+                                     "it reads memory at whatever address the object's buffers name"))
+        return original(*args, **kwargs)
+    buffer_to_ndarray.__st_closed__ = True
+    module.buffer_to_ndarray = buffer_to_ndarray
+    _KEEP.append(original)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
     _route_pandas_evaluator()
+    _close_pandas_interchange()
     swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on
     _refuse_raw_protocols_on_library_classes()
     _close_string_lookups()

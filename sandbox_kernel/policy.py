@@ -295,6 +295,9 @@ _DATA_OBJECT_DENY = (
     "_plotly_utils.optional_imports.get_module",
     # the test runners by their other names (ModuleRule deny=("test",) above covers the module attributes)
     "numpy._pytesttester.PytestTester", "pandas.util._tester.test",
+    # builds a spline with none of the constructor's checks: coefficients shorter than the knots read past
+    # their buffer (review none4, N4-9)
+    "scipy.interpolate.BSpline.construct_fast",
     # evaluates a string in its caller's globals
     "numpy.bmat",
     # import a module named by a string and write C-level docstrings into the host's objects
