@@ -1288,13 +1288,27 @@ class Gates:
                         self._too_large("a %-format '*' width")
         return fmt % args
 
-    def padded(self, method, width, *rest):
+    def padded(self, method, *args, **kwargs):
+        """s.ljust(n), rjust, center, zfill, expandtabs: the result's size checked before C builds it.
+        The width as the method takes it: first argument, or the keyword (expandtabs' tabsize=8 default)."""
+        if args:
+            key, width = None, args[0]
+        else:
+            key = "tabsize" if "tabsize" in kwargs else "width" if "width" in kwargs else None
+            width = kwargs[key] if key else (8 if getattr(method, "__name__", None) == "expandtabs" else None)
         count = _as_count(width)   # an int subclass or __index__ object: checked and passed as the exact int
         if count is not None:
             width = count
             if width > self.max_bytes // 4:
                 self._too_large(f"padding a str to {width:,} characters")
-        return method(width, *rest)
+            size = _expanded_size(method, width)
+            if size > self.max_bytes // 4:   # expandtabs: every tab becomes up to `width` characters
+                self._too_large(f"expanding tabs to {size:,} characters")
+            if args:
+                args = (width,) + args[1:]
+            elif key:
+                kwargs[key] = width
+        return method(*args, **kwargs)
 
     def sized(self, fn, *args, **kwargs):
         """``list(x)`` and friends: the length of x is charged as ticks (and checked against the size
@@ -2344,6 +2358,20 @@ def _read_only_instances(cls) -> bool:
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     return type(module) is str and module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES \
         and not is_sandbox_class(cls)
+
+
+def _expanded_size(method, width: int) -> int:
+    """The most characters s.expandtabs(width) can make (len(s) + tabs x width); 0 for the other pads."""
+    if getattr(method, "__name__", None) != "expandtabs":
+        return 0
+    target = getattr(method, "__self__", None)
+    if isinstance(target, str):
+        tabs = str.count(target, "\t")
+    elif isinstance(target, (bytes, bytearray)):
+        tabs = (bytearray.count if isinstance(target, bytearray) else bytes.count)(target, b"\t")
+    else:
+        return 0
+    return len(target) + tabs * max(width, 0)
 
 
 def _cell_line() -> int | None:

@@ -835,11 +835,14 @@ EXPANDTABS_CELLS = {   # cell, the policy's memory limit (MB), the child's RLIMI
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-13: ('\\t' * 100).expandtabs(300_000_000) passes the padding "
-                   "gate (estimated as 300,000,000 characters) and C allocates 30 GB; re.sub('', 'x' * 10**6, "
-                   "'a' * 10**4) joins 10 GB in C; str.split/splitlines make one object per part in C (no "
-                   "size gate): past the address space given, with a 512 MB policy")
-@pytest.mark.parametrize("route", sorted(EXPANDTABS_CELLS))
+N4_13_OPEN = pytest.mark.xfail(strict=True, reason="FINDING N4-13: re.sub('', 'x' * 10**6, 'a' * 10**4) joins "
+                               "10 GB in C; str.split/splitlines make one object per part in C; unicodedata."
+                               "normalize grows 18x (no size gate): past the address space given")
+SIZED_NOW = ("str", "bytes")   # expandtabs: estimated as len + tabs x tab size since this review
+
+
+@pytest.mark.parametrize("route", [r if r in SIZED_NOW else pytest.param(r, marks=N4_13_OPEN)
+                                   for r in sorted(EXPANDTABS_CELLS)])
 def test_expandtabs_is_sized_by_tabs_times_tab_size(route):
     cell, memory_mb, address_space_gb = EXPANDTABS_CELLS[route]
     result = run_cell_in_child(cell, limits={"timeout": 30, "memory_mb": memory_mb},
