@@ -702,11 +702,16 @@ def _run_by_an_import(frame, event, args) -> bool:
     module; a cell's function anywhere on the way (a warnings hook run by an import) ends the match, and
     the loader itself compiles and runs installed files only (a library importing a name the cell chose
     from a directory the cell can write would run the cell's file)."""
-    loading = _import_loader()
     if frame.f_code.co_filename.startswith("<frozen importlib."):
         source = getattr(args[0], "co_filename", None) if event == "exec" else args[1] if len(args) > 1 else None
         if not isinstance(source, str) or not installed_code(source) or _in_the_working_directory(source):
             return False
+    return _installed_code_up_to(frame)
+
+
+def _installed_code_up_to(frame) -> bool:
+    """Whether importlib's loader is within 64 frames up from frame, with only installed code on the way."""
+    loading = _import_loader()
     for _ in range(64):
         if frame is None:
             return False
@@ -732,19 +737,9 @@ def made_by_an_import(frame) -> bool:
     nothing but installed code between the import system and it: the library's own doing (an extension
     module's initialisation has no frame of its own: frame is then importlib's). The sandbox's own frames
     (its gates, its fallbacks) are passed over."""
-    loading = _import_loader()
     while frame is not None and frame.f_code.co_filename.startswith(_OWN_PACKAGE):
         frame = frame.f_back
-    for _ in range(64):
-        if frame is None:
-            return False
-        code = frame.f_code
-        if code is loading:
-            return True
-        if not installed_code(code.co_filename):
-            return False
-        frame = frame.f_back
-    return False
+    return _installed_code_up_to(frame)
 
 
 def _in_the_working_directory(filename: str) -> bool:
