@@ -741,9 +741,7 @@ def _describe(token: str, obj) -> str:
     lines = [f"{token}: {kind}"]
     doc = None
     if type(obj) is FunctionType:
-        code = obj.__code__
-        params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-        lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
+        lines.append(f"Signature: {obj.__name__}({_parameters(obj.__code__)})")
         doc = _static_doc(obj)
     elif type(obj) in (BuiltinFunctionType, MethodDescriptorType):
         try:
@@ -754,9 +752,7 @@ def _describe(token: str, obj) -> str:
     elif issubclass(type(obj), type):
         init = _static_lookup(obj, "__init__")[1]   # never inspect.signature(): it reads the class's attributes
         if type(init) is FunctionType:
-            code = init.__code__
-            params = code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]
-            lines.append(f"Signature: {obj.__name__}({', '.join(params)})")
+            lines.append(f"Signature: {obj.__name__}({_parameters(init.__code__, skip=1)})")
         doc = _static_doc(obj)
     elif type(obj) in (int, float, str, bool):
         text = repr(obj)
@@ -766,6 +762,11 @@ def _describe(token: str, obj) -> str:
     if doc:
         lines.append("Docstring:\n" + doc.strip()[:2000])
     return "\n".join(lines)
+
+
+def _parameters(code, skip: int = 0) -> str:
+    """The parameter names of a function's code object, read without calling anything (skip: self)."""
+    return ", ".join(code.co_varnames[skip:code.co_argcount + code.co_kwonlyargcount])
 
 
 def _static_doc(obj) -> str | None:
