@@ -29,6 +29,7 @@ import threading
 import pytest
 
 from childcell import REPO, run_cell_in_child
+from test_attacks_review_none2 import REPORT_HOST_MASKED_REPR
 
 PAYLOAD = "echo PWNED-BY-A-SPECIAL-METHOD"
 
@@ -260,15 +261,7 @@ except Exception:
 np.ma.masked_print_option.set_display(Shown())
 """
 
-HOST_PRINTS_A_MASKED_ARRAY = """\
-def probe_host(report):
-    import os, numpy as np
-    try:
-        report["host_repr"] = str(np.ma.masked_array([1, 2], mask=[1, 0]))
-    except BaseException as exc:
-        report["host_repr"] = type(exc).__name__
-    report["written"] = os.path.exists({path!r})
-"""
+HOST_PRINTS_A_MASKED_ARRAY = REPORT_HOST_MASKED_REPR   # the second review's probe (N2-4's sibling)
 
 
 def test_a_library_hook_holding_the_cells_object_runs_no_library_callable(outside):
