@@ -179,12 +179,31 @@ class ConfinedFiles:
             # descriptors are the process's: a cell holding them all would leave the kernel none
             self._deny(FileDenied(os.fsdecode(os.fspath(file)) if not isinstance(file, int) else "?",
                                   f"at most {cap} files may be open at once; close some first"))
-        handle = _ORIGINAL_OPEN(full, mode, *args, **kwargs)
+        try:
+            handle = _ORIGINAL_OPEN(full, mode, *args, **kwargs)
+        except OSError as exc:
+            _named_as_given(exc, full, file)
+            raise
+        _named_as_given(handle, full, file)
         try:
             _OPENED.add(handle)
         except TypeError:
             pass
         return handle
+
+
+def _named_as_given(obj, full: str, given) -> None:
+    """An error or an open file names the path as the cell wrote it, as in plain Python: the absolute
+    path the sandbox opened says where the working directory lives on the host."""
+    given = os.fspath(given)
+    if isinstance(obj, OSError):
+        if obj.filename == full:
+            obj.filename = given
+        return
+    raw = getattr(obj, "buffer", obj)   # a text file's binary file
+    raw = getattr(raw, "raw", raw)      # a buffered file's FileIO
+    if isinstance(raw, _io.FileIO) and raw.name == full:
+        raw.name = given
 
 
 def _import_roots() -> tuple[str, ...]:

@@ -4,15 +4,9 @@ its working directory lives on the host).
 
 The uncaught error's text is already cleaned (the engine removes host paths from what it reports);
 what a cell catches is not: the exception's `filename`, its `str()`, and an open file's `name` carry
-the absolute path. The fix belongs where the confined open() calls the real one (confine.py
-ConfinedFiles.open): these are strict xfails until it is made there."""
+the absolute path. The confined open() (confine.py ConfinedFiles.open) gives both the cell's name back."""
 import pytest
 
-CONFINED_PATH = pytest.mark.xfail(strict=True, reason="confine.py: the confined open() reports the absolute "
-                                                      "path it opened (issue 11, item 10)")
-
-
-@CONFINED_PATH
 @pytest.mark.parametrize("call, name", [
     ("open('does_not_exist.txt')", "does_not_exist.txt"),
     ("open('sub/missing.txt')", "sub/missing.txt"),
@@ -27,7 +21,6 @@ def test_a_missing_file_is_named_as_the_cell_named_it(run, sandbox, call, name):
     assert str(sandbox.workdir) not in message and repr(name) in message, message
 
 
-@CONFINED_PATH
 def test_an_open_file_has_the_name_the_cell_gave(run, sandbox):
     r = run("fh = open('notes.txt', 'w')\nname = fh.name\nfh.close()")
     assert r.ok, r
