@@ -12,6 +12,7 @@ from __future__ import annotations
 import _io
 import builtins
 import contextvars
+import gc
 import io
 import os
 import socket
@@ -130,6 +131,9 @@ class ConfinedFiles:
     def refuse_operation(self, event: str, why: str | None = None) -> None:
         self._deny(OperationDenied(event, why or "the sandbox does not start processes, load native code, "
                                                  "unpickle or change the process"))
+
+    def quietly(self):
+        return _quietly(self)
 
     def resolve(self, path) -> str:
         if isinstance(path, int) or isinstance(path, bool):
@@ -282,8 +286,23 @@ class NoFiles:
         raw = os.fsdecode(os.fspath(path))
         return raw if os.path.isabs(raw) and _installation_path(raw) is not None else None
 
+    def quietly(self):
+        return _quietly(self)
+
     def resolve_native(self, path, writes: bool) -> str:
         return self.library_resolve_read(path) if not writes else self.resolve(path)
+
+
+def _quietly(files):
+    """The same confinement for the host's time (see dropping_cell_objects): refusals are raised, not
+    recorded, for there is no cell to report them to."""
+    quiet = object.__new__(type(files))
+    quiet.__dict__.update(vars(files), _deny=_raise)
+    return quiet
+
+
+def _raise(exc):
+    raise exc
 
 
 # -- process-wide entry points, dispatching on the cell's context --------------------------------
@@ -815,6 +834,7 @@ def install() -> None:
     # (plotly -> IPython.display -> asyncio).
     import asyncio  # noqa: F401
     sys.addaudithook(_audit)
+    gc.callbacks.append(_on_collection)
     builtins.open = _guarded_open
     io.open = _guarded_open
     _replace_open_aliases()
@@ -919,10 +939,13 @@ def _confinement():
     fs = _FS.get()
     if fs is not None:
         return fs
+    ident = threading.get_ident()
+    host_time = _HOST_TIME[0]
+    if host_time is not None and host_time[1] == ident:
+        return host_time[0]
     active = _ACTIVE[0]
     if active is None:
         return None
-    ident = threading.get_ident()
     thread = _KERNEL_THREADS.get(ident)
     # (the same Thread still: an ident a dead kernel thread left is reused by the next thread started)
     if ident == _CELL_THREAD[0] or thread is None or _LIVE_THREADS.get(ident) is not thread:
@@ -932,6 +955,9 @@ def _confinement():
 
 def _network_denied() -> bool:
     if _NET_DENIED.get():
+        return True
+    host_time = _HOST_TIME[0]
+    if host_time is not None and host_time[1] == threading.get_ident():
         return True
     active = _ACTIVE[0]
     return active is not None and not active[1] and _confinement() is not None
@@ -952,6 +978,7 @@ def enter(files, network_allowed: bool, net_deny):
                            if t.ident != cell_thread and t not in _STARTED_BY_CELLS)
     _CELL_THREAD[0] = cell_thread
     _ACTIVE[0] = (files, bool(network_allowed))
+    _LAST_CELL_FILES[0] = files.quietly()
     tokens = _FS.set(files), _NET_DENIED.set(not network_allowed)
     for setup in _AT_CELL_START:
         try:
@@ -992,3 +1019,43 @@ def leave(tokens) -> None:
             cleanup()
         except Exception:   # noqa: BLE001 - the host's state is restored whatever one cleanup does
             pass
+
+
+# -- the host's time: what it runs of a cell's making -------------------------------------------------
+# A cell's objects outlive the cell: in its namespace, or unreachable in a cycle the collector frees
+# later, on whichever thread happens to allocate (the kernel between cells, ipykernel's iopub thread
+# during one). A library finalizer among them runs what the cell left in its objects: scipy's
+# netcdf_file.__del__ closes the cell's file object, whose close() is a library callable holding the
+# cell's arguments (partial(np.savetxt, '/outside', ...)). No cell code runs, so no tick refuses it. So
+# every garbage collection, and the host dropping a namespace, runs confined to the last cell's files
+# with no network, whatever the thread: the collector runs nothing but finalizers, and the host's own
+# objects have no finalizer that needs a file outside the working directory.
+_LAST_CELL_FILES: list = [None]   # the last cell's files, quietly (no cell to record a refusal in)
+_HOST_TIME: list = [None]         # (files, thread ident) while that thread runs finalizers for the host
+
+
+def _on_collection(phase, info) -> None:
+    if phase == "start":
+        files = _LAST_CELL_FILES[0]
+        if files is not None and _HOST_TIME[0] is None and _confinement() is None:
+            _HOST_TIME[0] = (files, threading.get_ident())
+    elif _HOST_TIME[0] is not None and _HOST_TIME[0][1] == threading.get_ident():
+        _HOST_TIME[0] = None
+
+
+class dropping_cell_objects:
+    """``with dropping_cell_objects(): namespace.clear()``: the finalizers the host's own drop runs
+    (a reset namespace, a replaced engine) are confined as a collection's are."""
+
+    def __enter__(self):
+        self._held = False
+        files = _LAST_CELL_FILES[0]
+        if files is not None and _HOST_TIME[0] is None and _confinement() is None:
+            _HOST_TIME[0] = (files, threading.get_ident())
+            self._held = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._held:
+            _HOST_TIME[0] = None
+        return False

@@ -56,8 +56,17 @@ class Engine:
 
     # -- state ---------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Drops the cell's objects with the finalizers they run confined (confine.dropping_cell_objects):
+        a library's __del__ among them may call what the cell put in its objects."""
+        with confine.dropping_cell_objects():
+            self.namespace.clear()
+            self.builtins.clear()
+
     def reset(self) -> None:
         """A fresh namespace (kernel restart, or after a worker was lost)."""
+        if hasattr(self, "namespace"):
+            self.close()
         self.builtins: dict = {}
         # An empty Context, not a copy: a copy shares the host's values (decimal's current context
         # object among them), and a cell's decimal.getcontext().prec = 3 would change the host's.

@@ -57,10 +57,11 @@ class InProcessBackend:
         """A fresh engine (and namespace), optionally with a new base policy."""
         from ..engine import Engine
 
+        self.engine.close()
         self.engine = Engine(policy or self.engine.policy, workdir=self.engine.workdir)
 
     def shutdown(self):
-        pass
+        self.engine.close()
 
 
 def default_isolation() -> str:
