@@ -1076,10 +1076,13 @@ class Gates:
         """``__st_write__(obj, name)``: returns obj when ``obj.name = ...`` / ``del obj.name`` is allowed."""
         t = type(obj)
         try:
-            if self._cache[("w", t, name)]:
-                return obj
+            decision = self._cache[("w", t, name)]
         except (KeyError, TypeError):
-            pass
+            decision = None
+        if decision is True:
+            return obj
+        if decision is _LIBRARY_OBJECT:
+            return self._library_object_write(obj, name)
         self._catch_up_with_loaded_modules()
         n = _normalise(name)
         if not n.isidentifier():
@@ -1126,8 +1129,33 @@ class Gates:
                                       "strides decide where elements are read; use slicing or np.lib views"))
         if n == "prec" and isinstance(obj, decimal.Context):
             return _guards._BoundedWrite(obj, lambda v: _guards.bounded_decimal_prec(self, v))
+        if not is_sandbox_class(t) and not _callables_kept_per_engine(t):
+            self._cache[("w", t, name)] = _LIBRARY_OBJECT
+            return self._library_object_write(obj, n)
         self._cache[("w", t, name)] = True
         return obj
+
+    def _library_object_write(self, obj, name):
+        """``libobj.name = v``: data, or the cell's own code. A library keeps its objects and calls what it
+        finds on them whenever it next runs, after the cell too and for the host (scipy.stats.norm.pdf,
+        a Holiday's observance, plotly's cached validators, np.ma.sqrt.f are shared by the process); a
+        library callable stored there (functools.partial(np.savetxt, '/outside', ...)) would run with
+        the cell's arguments and no cell code to stop it. The cell's own functions tick, and refuse to run
+        outside its cells."""
+        def check(value):
+            if callable(value) and not _cell_or_builtin_callable(value):
+                self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                          "a library's object takes data and the cell's own functions only: a "
+                                          f"library callable ({_what_is_bound(value)}) stored on it would run "
+                                          "whenever the library next calls it, after the cell too",
+                                          hint="wrap it in a function of your own: def f(*a): return g(*a)"))
+            return value
+
+        def refuse_delete():
+            # the library calls it next for everyone: np.ma.sqrt without its ufunc fails in the host too
+            self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (delete)",
+                                      "a library's objects lose no attributes in the sandbox"))
+        return _guards._BoundedWrite(obj, check, refuse_delete)
 
     def _special_method_written(self, cls, name, value):
         """Without the extension's class-write sink: the cell's own write of a special method, checked."""
@@ -2302,6 +2330,29 @@ TEXT_FILENAME_PREFIX = CELL_FILENAME_PREFIX + "text:"
 # Libraries whose objects are values or process-wide singletons (dateutil's default parser, its UTC
 # time zone, which the kernel's own message parsing uses): a cell may not set attributes on them.
 _READ_ONLY_INSTANCE_PACKAGES = ("dateutil",)
+# Modules whose objects are process-wide caches and singletons that a cell has no reason to change: plotly's
+# validators (one cached instance per property, shared by every figure and read by the kernel's output
+# wall), scipy.stats' distributions (st.norm is one object for the whole process).
+_READ_ONLY_INSTANCE_MODULES = ("_plotly_utils.", "plotly.validators.", "scipy.stats._continuous_distns",
+                               "scipy.stats._discrete_distns", "scipy.stats._distn_infrastructure")
+# numpy caches one finfo/iinfo per type for everyone: np.finfo(np.float64).eps = 0.5 would be the host's.
+_READ_ONLY_LIBRARY_TYPES = frozenset({("numpy", "finfo"), ("numpy", "iinfo")})
+_LIBRARY_OBJECT = object()   # the write cache's mark: a library object's attribute, the value is checked
+
+
+def _cell_or_builtin_callable(value) -> bool:
+    """A callable a library may keep on its objects: the cell's own code (a function, a method or partial of
+    one, an object of the cell's class, whose __call__ the special-method rule makes the cell's), or one of
+    Python's own static types (default_factory = list)."""
+    if _harmless_special_method(value) or is_sandbox_class(type(value)):
+        return True
+    return isinstance(value, type) and (_builtin_type(value) or is_sandbox_class(value))
+
+
+def _callables_kept_per_engine(cls) -> bool:
+    """pandas' options (pd.options.display.float_format = '{:.2f}'.format): swapped per engine at each cell's
+    start and end (guards.LIBRARY_STATE), so what a cell stores there is never the host's."""
+    return type.__dict__["__module__"].__get__(cls) == "pandas._config.config"
 
 
 def _library_finalizer(cls) -> bool:
@@ -2356,8 +2407,10 @@ def _instance_refusal(t):
 
 def _read_only_instances(cls) -> bool:
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
-    return type(module) is str and module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES \
-        and not is_sandbox_class(cls)
+    if type(module) is not str or is_sandbox_class(cls):
+        return False
+    return module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES or module.startswith(_READ_ONLY_INSTANCE_MODULES) \
+        or (module, type.__dict__["__qualname__"].__get__(cls)) in _READ_ONLY_LIBRARY_TYPES
 
 
 def _expanded_size(method, width: int) -> int:

@@ -134,17 +134,21 @@ def bounded_decimal_prec(gates, prec):
 
 
 class _BoundedWrite:
-    """The target of ``ctx.prec = v`` in place of ctx (see Gates.write): checks v, then sets it."""
-    __slots__ = ("_target", "_check")
+    """The target of ``ctx.prec = v`` in place of ctx (see Gates.write): checks v, then sets it;
+    ``refuse_delete`` (if given) is called instead of a delete."""
+    __slots__ = ("_target", "_check", "_refuse_delete")
 
-    def __init__(self, target, check):
+    def __init__(self, target, check, refuse_delete=None):
         object.__setattr__(self, "_target", target)
         object.__setattr__(self, "_check", check)
+        object.__setattr__(self, "_refuse_delete", refuse_delete)
 
     def __setattr__(self, name, value):
         setattr(self._target, name, self._check(value))
 
     def __delattr__(self, name):
+        if self._refuse_delete is not None:
+            self._refuse_delete()
         delattr(self._target, name)
 
 
@@ -1252,6 +1256,36 @@ class _ObjectState:
             dict.update(target, wanted)
 
 
+class _SlotState:
+    """The slots of one library object that has no instance dict (plotly.express's defaults)."""
+
+    def __init__(self, name: str, module: str, attribute: str):
+        self.name, self._module, self._attribute = name, module, attribute
+
+    def _target(self):
+        return getattr(sys.modules.get(self._module), self._attribute, None)
+
+    def available(self) -> bool:
+        return self._target() is not None
+
+    def _slots(self):
+        return tuple(getattr(type(self._target()), "__slots__", ()))
+
+    def read(self):
+        target = self._target()
+        return tuple(getattr(target, slot, _MISSING) for slot in self._slots())
+
+    def install(self, wanted, current, entering: bool) -> None:
+        target = self._target()
+        for slot, value, now in zip(self._slots(), wanted, current):
+            if value is now:
+                continue
+            if value is _MISSING:
+                object.__delattr__(target, slot)
+            else:
+                object.__setattr__(target, slot, value)
+
+
 class _UarrayBackends:
     """uarray's backends (scipy.fft's set_global_backend, register_backend, set_backend). uarray can give a
     thread its own copy of the global backends: while a cell runs, its thread works on the engine's copy
@@ -1423,6 +1457,15 @@ LIBRARY_STATE = (_PandasOptions(),
                  _ClassData("dateutil parserinfo", "dateutil.parser._parser", "parserinfo", _DATEUTIL_WORD_LISTS),
                  _ObjectState("calendar first weekday", "calendar", "c"),
                  _PlotlyTemplates(), _SpecialFunctionErrors(),
+                 # pandas' holiday calendars: the registry a cell's calendar class joins by being defined
+                 # (get_calendar(name) hands it to whoever asks next), and the federal rules list a cell
+                 # could append to; plotly's process-wide defaults
+                 _ObjectState("pandas holiday calendars", "pandas.tseries.holiday", "holiday_calendars", items=True),
+                 _ClassData("pandas federal holidays", "pandas.tseries.holiday", "USFederalHolidayCalendar",
+                            ("rules",)),
+                 _SlotState("plotly.express defaults", "plotly.express._core", "defaults"),
+                 _ObjectState("plotly.io defaults", "plotly.io._defaults", "defaults"),
+                 _ObjectState("plotly.io json config", "plotly.io._json", "config"),
                  _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",
                             ("_use_unicode",)))
 

@@ -149,10 +149,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-1: a cell subclass of AbstractHolidayCalendar replaces "
-                   "pandas' USFederalHolidayCalendar in the process-wide holiday_calendars registry; its "
-                   "Holiday(observance=partial(np.savetxt, outside...)) runs unconfined when the host calls "
-                   "get_calendar(...).holidays() after the cell")
 def test_holiday_calendar_registry_does_not_carry_a_cells_calendar_to_the_host(outside):
     target = outside / "holiday-observance.sh"
     result = run_cell_in_child(HOLIDAY_CELL.format(writer=_savetxt_partial(target)),
@@ -200,10 +196,6 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-2: instances that numpy/pandas/scipy keep at module level "
-                   "(scipy.stats.norm, pandas' Holiday rules, USFederalHolidayCalendar.rules) take a cell's "
-                   "attribute writes and list appends; a library callable planted there (partial(np.savetxt, "
-                   "outside...)) runs unconfined when the host next uses the library")
 @pytest.mark.parametrize("route", sorted(SINGLETON_ROUTES))
 def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_host(outside, route):
     cell, use = SINGLETON_ROUTES[route]
@@ -222,7 +214,7 @@ SINGLETON_DATA = {
     "scipy_stats_badvalue": ("import scipy.stats as st\nst.norm.badvalue = 42.0\n",
                              "import scipy.stats as st\n    report['changed'] = st.norm.badvalue == 42.0"),
     "numpy_finfo_cache": ("import numpy as np\nnp.finfo(np.float64).eps = 0.5\n",
-                          "import numpy as np\n    report['changed'] = np.finfo(np.float64).eps == 0.5"),
+                          "import numpy as np\n    report['changed'] = bool(np.finfo(np.float64).eps == 0.5)"),
     "plotly_io_defaults_urls": ("import plotly.io as pio\npio.defaults.plotlyjs = 'https://attacker.example/p.js'\n",
                                 "import plotly.io as pio\n    report['changed'] = pio.defaults.plotlyjs is not None"),
     "plotly_json_config": ("import plotly.io as pio\npio.json.config.default_engine = 'json'\n",
@@ -246,8 +238,7 @@ N4_3_OPEN = pytest.mark.xfail(strict=True, reason="FINDING N4-3 (lesser): a cell
 KEPT_PER_ENGINE = ("scipy_special_error_state",)   # guards.LIBRARY_STATE since 9cf239f
 
 
-@pytest.mark.parametrize("route", [r if r in KEPT_PER_ENGINE else pytest.param(r, marks=N4_3_OPEN)
-                                   for r in sorted(SINGLETON_DATA)])
+@pytest.mark.parametrize("route", sorted(SINGLETON_DATA))
 def test_module_level_library_instances_keep_their_data_after_the_cell(route):
     cell, use = SINGLETON_DATA[route]
     result = run_cell_in_child(cell, report=("status", "ename"), probe=HOST_READS.replace("{use}", use))
@@ -558,8 +549,9 @@ HELD_IN_THE_ENGINE = {
         "v = type(df.style).from_custom_template('.', 't.tpl')(df).to_html()\n", "OperationDenied"),
     "renderers_default": ("import plotly.io as pio\npio.renderers.default = 'browser'\n", "AttributeDenied"),
     "library_class_write": ("import scipy.stats as st\nst.qmc.Sobol.planted = 1\n", "AttributeDenied"),
+    # (the runtime's print is a library callable: refused before ZoneInfo's own AttributeError)
     "zoneinfo_cached_instance_write": ("import zoneinfo\nzoneinfo.ZoneInfo('UTC').utcoffset = print\n",
-                                       "AttributeError"),
+                                       "AttributeDenied"),
     "tzfile_outside": ("import dateutil.tz as tz\nv = tz.tzfile('/etc/passwd')\n", "FileDenied"),
     "zoneinfo_key_climbs": ("import zoneinfo\nv = zoneinfo.ZoneInfo('../../../../etc/passwd')\n", "ValueError"),
     "help_by_name_of_a_denied_module": ("help('os')\nv = None\n", None),
