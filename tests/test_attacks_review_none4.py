@@ -4,26 +4,27 @@ Start 2026-11-26 13:31 UTC, end 14:11 UTC (by `date`). Each test performs the re
 with the data-science policy (or a child process running one, when the attack changes process-wide state
 or needs the host to act after the cell) and asserts that it failed and nothing happened. Open
 findings are strict xfails named FINDING N4-k; N4-4 (and the N4-6/N4-7 routes through it) was closed by
-a2b9494 and N4-5/N4-12 by f6579b1 during the review: those are regression tests now.
+a2b9494 and N4-5/N4-12 by f6579b1 during the review, N4-8 by 4bb5c97 and N4-1/N4-2/N4-3 by 3db9a27 after
+it: those are regression tests now.
 
 Log of what was tried (one line per attempt class) and the result:
   pandas' holiday-calendar registry: a cell subclass of AbstractHolidayCalendar is registered by its
     metaclass under its name, replacing pandas' USFederalHolidayCalendar; its Holiday(observance=
     partial(np.savetxt, outside...)) runs when the host calls get_calendar(name).holidays()
-                                                                       file written by the host  FINDING N4-1
+                                                                       file written by the host  FINDING N4-1 (fixed)
   attribute writes on instances granted libraries keep at module level, shared by the process:
     scipy.stats.norm.pdf = partial(...), pandas' USMemorialDay.observance = partial(...),
     USFederalHolidayCalendar.rules.append(Holiday(observance=partial(...))) (a class-level list),
     np.ma.sqrt.f = partial(...) (numpy.ma's operation objects), plotly's ValidatorCache instances
     (validate_coerce = partial(...)); the host then calls norm.pdf / CustomBusinessDay(calendar=...) /
-    np.ma.sqrt / go.Scatter                                            file written by the host  FINDING N4-2
+    np.ma.sqrt / go.Scatter                                            file written by the host  FINDING N4-2 (fixed)
     (the kernel's output filter builds its plotly schema lazily from the same validator instances,
-    reading .values/.flags/.extras/.val/.data_class: a cell can widen what the browser wall accepts;
-    not tested)
+    reading .values/.flags/.extras/.val/.data_class: a cell could widen what the browser wall accepted;
+    validators are read-only since: test_attacks_library_objects.py)
   process-wide data on such instances: scipy.stats.norm.badvalue, plotly.express.defaults,
     np.finfo(np.float64).eps (finfo's instance cache), plotly.io.defaults (URLs), plotly.io.json.config,
     scipy.special.seterr(all='raise') (the host's special functions raise afterwards)
-                                                                       changed in the host       FINDING N4-3 (lesser)
+                                                                       changed in the host       FINDING N4-3 (lesser, fixed)
   np.test()/scipy.test()/pd.test() (handed out) run pytest in the kernel's process on the cell's files:
     pytest's assertion-rewriting loader compiled and executed the cell's conftest.py (the audit hook's
     import exception checked the working directory for importlib's own loader only): raw Python, sys,
@@ -39,7 +40,7 @@ Log of what was tried (one line per attempt class) and the result:
     (__del__ = close: flush, then fp.close()), and the io.TextIOWrapper pandas.read_csv(iterator=True)
     puts around a binary file object (its C finalizer closes the buffer); the cell's methods are library
     callables (close = partial(np.savetxt, outside...)), the reader is left in a reference cycle that the
-    host's garbage collector frees after the cell                      file written by the host  FINDING N4-8
+    host's garbage collector frees after the cell                      file written by the host  FINDING N4-8 (fixed)
     (np.load's NpzFile over a cell file object does not close a file it did not open: held)
   scipy.sparse arrays built from index arrays the cell chose: csr_array((data, indices, indptr)) checks
     shapes, not index bounds; toarray() writes data[k] at column indices[k]: an out-of-bounds write of a
