@@ -1266,7 +1266,7 @@ class Gates:
 
     def _check_repeat(self, seq, count):
         if count > 0:
-            item = 1 if isinstance(seq, (str, bytes, bytearray)) else 8
+            item = _char_width(seq) if isinstance(seq, str) else 1 if isinstance(seq, (bytes, bytearray)) else 8
             size = _true_len(seq) * count * item
             if size > self.max_bytes:
                 self._too_large(f"repeating a {type(seq).__name__} {count:,} times (~{size:,} bytes)")
@@ -2344,11 +2344,15 @@ _LIBRARY_OBJECT = object()   # the write cache's mark: a library object's attrib
 
 def _cell_or_builtin_callable(value) -> bool:
     """A callable a library may keep on its objects: the cell's own code (a function, a method or partial of
-    one, an object of the cell's class, whose __call__ the special-method rule makes the cell's), or one of
-    Python's own static types (default_factory = list)."""
-    if _harmless_special_method(value) or is_sandbox_class(type(value)):
+    one, an object of the cell's class whose __call__ is the cell's function), or one of Python's own static
+    types (default_factory = list). An object of a cell class is judged by the __call__ it answers with, not
+    by its class: class P(functools.partial) calls partial's C code, and no cell code runs (review 5, N5-8)."""
+    if _harmless_special_method(value):
         return True
-    return isinstance(value, type) and (_builtin_type(value) or is_sandbox_class(value))
+    if isinstance(value, type):
+        return _builtin_type(value) or is_sandbox_class(value)
+    call = _raw_attribute(type(value), "__call__")
+    return is_sandbox_class(type(value)) and call is not None and is_sandbox_function(call)
 
 
 def _callables_kept_per_engine(cls) -> bool:
@@ -2411,8 +2415,13 @@ def _read_only_instances(cls) -> bool:
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     if type(module) is not str or is_sandbox_class(cls):
         return False
-    return module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES or module.startswith(_READ_ONLY_INSTANCE_MODULES) \
-        or (module, type.__dict__["__qualname__"].__get__(cls)) in _READ_ONLY_LIBRARY_TYPES
+    if module.split(".", 1)[0] in _READ_ONLY_INSTANCE_PACKAGES or module.startswith(_READ_ONLY_INSTANCE_MODULES) \
+            or (module, type.__dict__["__qualname__"].__get__(cls)) in _READ_ONLY_LIBRARY_TYPES:
+        return True
+    # pandas keeps one instance of most of its dtypes for the process (pd.array([1.5]).dtype is its
+    # Float64Dtype) and calls their methods for every frame: construct_array_type = ... was the host's
+    base = sys.modules.get("pandas.core.dtypes.base")
+    return base is not None and issubclass(cls, base.ExtensionDtype)
 
 
 def _expanded_size(method, width: int) -> int:
@@ -2452,6 +2461,15 @@ _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": ope
             "//": operator.ifloordiv}
 # Sequences whose '*' repeats them in C (subclasses too: np.str_ is a str), and how a count is read.
 _REPEATING_SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, array.array)
+
+
+def _char_width(text: str) -> int:
+    """Bytes per character of the str CPython builds from text: 1, 2 or 4 (its widest character decides;
+    '\U0001F600' * n is 4n bytes). Read through str's own iterator: a subclass's __iter__ is not asked."""
+    if str.isascii(text) or not str.__len__(text):
+        return 1
+    widest = ord(max(str.__iter__(text)))
+    return 4 if widest > 0xFFFF else 2 if widest > 0xFF else 1
 
 
 def _true_len(seq) -> int:

@@ -34,6 +34,11 @@ LIBRARY_CALLABLES = {
     "library_class": ("h.USMemorialDay.observance = pd.ExcelWriter",
                       "h.USMemorialDay", "observance"),
     "runtime_print": ("np.ma.sqrt.f = print", "np.ma.sqrt", "f"),
+    # an object of the cell's class is the cell's code only if its __call__ is (review 5, N5-8)
+    "partial_subclass": (f"class P(functools.partial):\n    pass\nnp.ma.sqrt.f = P{WRITER[len('functools.partial'):]}",
+                         "np.ma.sqrt", "f"),
+    "cell_class_inheriting_a_library_call": ("class V(np.vectorize):\n    pass\nnp.ma.sqrt.f = V(np.savetxt)",
+                                             "np.ma.sqrt", "f"),
     # deleting breaks the library for the whole process (the host's np.ma.sqrt), and makes room for a write
     "deleted": ("del np.ma.sqrt.f", "np.ma.sqrt", "f"),
 }
@@ -57,6 +62,7 @@ READ_ONLY = {
     "scipy_distribution": "import scipy.stats as st\nst.norm.badvalue = 42.0",
     "scipy_distribution_method": f"import scipy.stats as st\nst.norm.pdf = {WRITER}",
     "numpy_finfo_cache": "np.finfo(np.float64).eps = 0.5",
+    "pandas_extension_dtype": "pd.array([1.5, None]).dtype.na_value = 0.0",
     "plotly_validator": ("from plotly.validator_cache import ValidatorCache\n"
                          "ValidatorCache.get_validator('scatter.marker', 'symbol').values = ['nothing']"),
 }
@@ -95,6 +101,9 @@ HONEST = {
     "library_callable_given_to_a_constructor": ("import pandas.tseries.holiday as h\n"
                                                 "v = str(h.Holiday('x', month=1, day=2, observance=h.nearest_workday)"
                                                 ".dates('2021-01-01', '2021-12-31')[0].date())"),
+    "cell_object_with_its_own_call": ("class Doubler:\n    def __call__(self, x):\n        return 2 * x\n"
+                                      "m = np.ma.masked_array([1.0])\nhol = h.Holiday('x', month=1, day=1)\n"
+                                      "hol.observance = Doubler()\nv = hol.observance(2)"),
     "plotly_template_default": "import plotly.io as pio\npio.templates.default = 'plotly_white'\nv = pio.templates.default",
     "plotly_express_default": "import plotly.express as px\npx.defaults.width = 300\nv = px.defaults.width",
 }
