@@ -837,6 +837,10 @@ class Gates:
         if kind == "pad":
             padded = self.padded
             return lambda bound, target: runtime_callable(functools.partial(padded, bound))
+        if kind == "random_state":
+            # RandomState.set_state: the positions in the state are checked (guards.checked_random_state)
+            checked = _guards.checked_random_state
+            return lambda bound, target: runtime_callable(lambda *a, **k: bound(*map(checked, a), **k))
         if kind == "grow_text":
             # s.replace('a', s) builds len(s)**2 in C: the result's size is estimated first
             grown = self.checked_growth
@@ -913,6 +917,11 @@ class Gates:
             owner = value.__self__
             if owner is obj and owner is not None and type(owner) is not ModuleType:
                 return value   # a bound builtin method of the object just read (lst.append)
+        elif t is MethodType and obj is not None and type(obj) is ModuleType:
+            # a module's bound method (np.random.set_state is the process-wide RandomState's)
+            guard = _guards.CALL_GUARDS.get(value)
+            if guard is not None:
+                return self.guarded(value, guard)
         if t is ModuleType:
             modname = value.__dict__.get("__name__")
             if type(modname) is not str or not self.policy.module_allowed(modname):
@@ -1151,7 +1160,7 @@ class Gates:
                                           f"library callable ({_what_is_bound(value)}) stored on it would run "
                                           "whenever the library next calls it, after the cell too",
                                           hint="wrap it in a function of your own: def f(*a): return g(*a)"))
-            return value
+            return _guards.checked_attribute_value(obj, name, value)
 
         def refuse_delete():
             # the library calls it next for everyone: np.ma.sqrt without its ufunc fails in the host too

@@ -992,9 +992,86 @@ def _numpy_raw_protocol_providers(np) -> None:
 _install_raw_protocol_sink()
 
 
+# -- numpy.random's state setters: positions inside the state -------------------------------------------------
+# MT19937's setter stores 'pos' and Philox's 'buffer_pos' as given, and every draw then reads key[pos] /
+# buffer[buffer_pos] in C: past the state struct, heap words and pointers come back, or the process dies
+# (review 5, N5-3). Every route ends in a bit generator's state setter: `bg.state = st` (the write of a
+# library object's attribute, gates.Gates._library_object_write), RandomState.set_state and
+# np.random.set_state (the process-wide generator). What reaches the setter is a fresh copy in exact types,
+# its positions and array lengths checked: a cell object cannot answer one thing here and another there.
+_RANDOM_STATE_SHAPES = {"MT19937": {"key": 624}, "Philox": {"counter": 4, "key": 2}}
+_RANDOM_POSITIONS = {"MT19937": ("pos", 624), "Philox": ("buffer_pos", 4)}
+
+
+def checked_random_state(state):
+    """A copy of a bit generator's state (a dict, or RandomState's legacy tuple) that numpy's setter can
+    take without reading outside it; ValueError when a position or an array length is out of range."""
+    np = sys.modules["numpy"]
+    if type(state) is tuple or isinstance(state, tuple):
+        items = tuple.__getitem__(state, slice(None))
+        if items and items[0] == "MT19937":
+            if len(items) < 3:
+                raise ValueError("a legacy state is ('MT19937', key, pos, ...)")
+            key = _state_array(np, items[1], np.uint32, 624, "key")
+            pos = _position(items[2], 624, "pos")
+            return ("MT19937", key, pos) + items[3:]
+        return items
+    if not isinstance(state, dict):
+        return state
+    state = dict(dict.items(state))
+    name = state.get("bit_generator")
+    if type(name) is not str:
+        return state
+    inner = state.get("state")
+    if isinstance(inner, dict) and name in _RANDOM_STATE_SHAPES:
+        inner = dict(dict.items(inner))
+        for field, length in _RANDOM_STATE_SHAPES[name].items():
+            inner[field] = _state_array(np, inner.get(field), np.uint32 if name == "MT19937" else np.uint64,
+                                        length, field)
+        state["state"] = inner
+    if name in _RANDOM_POSITIONS:
+        field, size = _RANDOM_POSITIONS[name]
+        holder = inner if name == "MT19937" else state
+        if not isinstance(holder, dict):
+            raise ValueError(f"a {name} state has a 'state' dict")
+        holder[field] = _position(holder.get(field), size, field)
+        if name == "Philox":
+            state["buffer"] = _state_array(np, state.get("buffer"), np.uint64, 4, "buffer")
+    return state
+
+
+def checked_attribute_value(obj, name, value):
+    """What a library object's attribute takes from a cell's write: bg.state = st is the setter above."""
+    if name == "state":
+        random = getattr(sys.modules.get("numpy"), "random", None)
+        if random is not None and isinstance(obj, random.BitGenerator):
+            return checked_random_state(value)
+    return value
+
+
+def _state_array(np, value, dtype, length, field):
+    array = np.array(value, dtype=dtype)   # a copy in numpy's own type
+    if array.shape != (length,):
+        raise ValueError(f"the state's '{field}' must hold {length} numbers")
+    return array
+
+
+def _position(value, size, field):
+    position = operator.index(value)
+    if type(position) is not int:
+        position = int.__index__(position)
+    if not 0 <= position <= size:
+        raise ValueError(f"the state's '{field}' must be between 0 and {size}")
+    return position
+
+
 def _numpy_guards(np) -> dict:
     _numpy_raw_protocol_providers(np)
     guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function}
+    # np.random.set_state is the process-wide RandomState's bound method (the host draws from it too)
+    guards[np.random.set_state] = lambda fn, gates: runtime_callable(
+        lambda state, *a, **k: fn(checked_random_state(state), *a, **k))
+    add_stand_in_kind("random_state", np.random.RandomState, ("set_state",))
     if _guard_numpy_constructor(np):
         return guards   # np.rec and np.char build through ndarray's checked constructor
     with warnings.catch_warnings():   # numpy 2.5 deprecates np.char's array functions: read them quietly

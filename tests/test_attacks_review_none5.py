@@ -5,7 +5,8 @@ gates.py/guards.py changes in the working tree at the time (the library-object w
 N5-8 gets past). Each test performs the real attack in an Engine with the
 data-science policy, in a child process (tests/childcell.py: the attack may crash the process, or needs the
 host to act after the cell), and asserts that it failed and nothing happened. Open findings are strict
-xfails named FINDING N5-k; attempts that were held are plain regression tests.
+xfails named FINDING N5-k; attempts that were held are plain regression tests. N5-8 and N5-10 were
+fixed by ba22066 and N5-3 by the commit after it: regression tests now, with the variants found while fixing.
 
 Log of what was tried (one line per attempt class) and the result:
   scipy objects whose invariants are checked by the constructor only, changed afterwards by attribute
@@ -32,7 +33,7 @@ Log of what was tried (one line per attempt class) and the result:
     heap words before the buffer (heap addresses among them); RandomState.set_state((..., pos=10**5))
     segfaults; np.random.set_state(...) puts the bad position into the process-wide legacy RandomState:
     the host's next np.random draw after the cell segfaults the kernel
-                                                   memory read / host crash after the cell FINDING N5-3
+                                                   memory read / host crash after the cell FINDING N5-3 (fixed)
   a cell subclass of numpy.random.BitGenerator (class B(np.random.BitGenerator): pass): B(0) passes
     Generator's capsule check with NULL function pointers; the first draw segfaults        FINDING N5-7
     (Generator/RandomState/MT19937 subclasses skipping __init__: clean errors)                 held
@@ -49,7 +50,7 @@ Log of what was tried (one line per attempt class) and the result:
     Float64Dtype's construct_array_type (pd.array([1.5, None]).dtype is one instance for the process),
     Holiday.observance, np.ma.sqrt.f; the host's next Series.convert_dtypes()/astype('Float64'), custom
     business day, np.ma.sqrt writes the file outside, unconfined (at HEAD a plain partial does it)
-                                                                  file written by the host  FINDING N5-8
+                                                                  file written by the host  FINDING N5-8 (fixed)
     (P objects, cached_property and custom descriptors as special methods: refused)            held
   np.info('x', toplevel=NAME) imports any installed module (recorded as information only in none4):
     unguarded __main__ modules run their programs in the kernel process: IPython.__main__ replaces the
@@ -66,7 +67,7 @@ Log of what was tried (one line per attempt class) and the result:
   str repetition: gates._check_repeat counts one byte a character whatever the string's kind:
     '\\U0001F600' * 200_000_000 (800 MB) passes a 256 MB policy, C allocates it in one step
     (MemoryLimitExceeded afterwards); 2 GB policy: '\\U0001F600' * 2e9 asks for 8 GB
-                                                                  allocation not refused   FINDING N5-10
+                                                                  allocation not refused   FINDING N5-10 (fixed)
     (padding, join, replace, translate of wide strings: counted at 4 bytes)                    held
   pandas' .str accessor pads and joins with Python's str methods inside pandas, past the size gates:
     pd.Series(['a']).str.pad(3e9, fillchar='\\U0001F600') (12 GB in one C call), .str.center(3e9),
@@ -257,6 +258,18 @@ def test_delaunay_neighbors_written_by_the_cell_stay_in_bounds():
 # next np.random draw after the cell crashes the kernel.
 
 RNG_READS = {
+    # variants of the same setters (added with the fix)
+    "mt19937_setattr": ("bg = np.random.MT19937(1)\nst = bg.state\nst['state']['pos'] = 10**5\nsetattr(bg, 'state', st)\n"
+                        "v = np.random.Generator(bg).integers(0, 2**32, size=8, dtype=np.uint32)\n"),
+    "mt19937_short_key": ("bg = np.random.MT19937(1)\nst = bg.state\nst['state']['key'] = st['state']['key'][:3]\n"
+                          "bg.state = st\nv = np.random.Generator(bg).integers(0, 2**32, size=8, dtype=np.uint32)\n"),
+    "generator_bit_generator": ("g = np.random.default_rng(1)\nst = np.random.Philox(1).state\nst['buffer_pos'] = -5\n"
+                                "g2 = np.random.Generator(np.random.Philox(2))\ng2.bit_generator.state = st\n"
+                                "v = g2.integers(0, 2**63, size=8)\n"),
+    "randomstate_from_the_class": ("rs = np.random.RandomState(1)\ns = rs.get_state()\n"
+                                   "np.random.RandomState.set_state(rs, (s[0], s[1], 100000))\nv = rs.randint(0, 9)\n"),
+    "legacy_dict_form": ("rs = np.random.RandomState(1)\ns = rs.get_state(legacy=False)\ns['state']['pos'] = 10**5\n"
+                         "rs.set_state(s)\nv = rs.randint(0, 9)\n"),
     "mt19937_pos": ("bg = np.random.MT19937(1)\nst = bg.state\nst['state']['pos'] = 700\nbg.state = st\n"
                     "v = np.random.Generator(bg).integers(0, 2**32, size=8, dtype=np.uint32)\n"),
     "philox_buffer_pos": ("bg = np.random.Philox(1)\nst = bg.state\nst['buffer_pos'] = -100\nbg.state = st\n"
@@ -266,13 +279,25 @@ RNG_READS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-3: numpy.random bit generators' state setters store pos / "
-                   "buffer_pos unchecked; draws read the heap past the state (raw words, pointers) or segfault")
+# FINDING N5-3, fixed: every state setter gets a checked copy (guards.checked_random_state).
 @pytest.mark.parametrize("route", sorted(RNG_READS))
 def test_bit_generator_state_positions_are_checked(route):
     result = _run("import numpy as np\n" + RNG_READS[route])
     assert "crashed" not in result, f"the process died: {result}"
     assert result["status"] == "error", f"the draws read past the generator's state: {result}"
+
+
+def test_saving_and_restoring_a_generators_state_still_works():
+    result = _run("import numpy as np\n"
+                  "bg = np.random.MT19937(3)\nst = bg.state\na = np.random.Generator(bg).random(3)\nbg.state = st\n"
+                  "b = np.random.Generator(bg).random(3)\n"
+                  "ph = np.random.Philox(3)\nsp = ph.state\nc = np.random.Generator(ph).random(3)\nph.state = sp\n"
+                  "d = np.random.Generator(ph).random(3)\n"
+                  "s = np.random.get_state()\ne = np.random.rand(3)\nnp.random.set_state(s)\nf = np.random.rand(3)\n"
+                  "rs = np.random.RandomState(5)\nr = rs.get_state(legacy=False)\ng = rs.rand(2)\nrs.set_state(r)\n"
+                  "v = bool((a == b).all() and (c == d).all() and (e == f).all() and (g == rs.rand(2)).all())\n",
+                  ns=("v",))
+    assert result["status"] == "ok" and result.get("v") is True, result
 
 
 HOST_DRAWS = """
@@ -282,13 +307,12 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-3: np.random.set_state with a position past the key is stored "
-                   "in the process-wide legacy RandomState; the host's next np.random draw after the cell "
-                   "reads out of bounds and the kernel process segfaults")
-def test_global_random_state_set_by_a_cell_does_not_crash_the_host():
-    result = run_cell_in_child("import numpy as np\ns = np.random.get_state()\n"
-                               "np.random.set_state((s[0], s[1], 10**6))\n",
+@pytest.mark.parametrize("setter", ["np.random.set_state", "set_state", "np.random.mtrand.set_state"])
+def test_global_random_state_set_by_a_cell_does_not_crash_the_host(setter):
+    result = run_cell_in_child("import numpy as np\nimport numpy.random.mtrand\nfrom numpy.random import set_state\n"
+                               f"s = np.random.get_state()\n{setter}((s[0], s[1], 10**6))\n",
                                report=("status", "ename"), probe=HOST_DRAWS, hard_exit=True)
+    assert result.get("ename") == "ValueError", result
     assert "crashed" not in result, f"the host crashed after the cell: {result}"
 
 
