@@ -875,6 +875,20 @@ class Gates:
                     too_large(f"tolist() of {size:,} elements (~{size * 32:,} bytes of Python objects)")
                 return bound()
             return lambda bound, target: runtime_callable(functools.partial(tolist, bound, target))
+        if kind == "object_sort":
+            # a.sort() / a.partition(k) of an object array: the elements' __lt__ is the cell's code, which may
+            # put new objects in the array while numpy's sort holds the old ones without references (pivots,
+            # merge buffer) and writes them back freed (review 5, N5-11). A copy's references keep every
+            # element alive; the sorted copy is written back.
+            def in_place(bound, target, *a, **k):
+                np = sys.modules["numpy"]
+                if not np.ndarray.dtype.__get__(target).hasobject:
+                    return bound(*a, **k)
+                copy = np.ndarray.copy(target)
+                result = getattr(np.ndarray, n)(copy, *a, **k)
+                np.ndarray.__setitem__(target, Ellipsis, copy)
+                return result
+            return lambda bound, target: runtime_callable(functools.partial(in_place, bound, target))
         if kind == "format_spec":
             # x.__format__(spec) is format(x, spec): the same width check on the spec
             check = self.check_format_spec

@@ -1608,10 +1608,36 @@ def _close_pandas_interchange() -> None:
     _KEEP.append(original)
 
 
+def _hash_object_keys_from_a_copy() -> None:
+    """pandas' duplicated() keeps an object array's elements in its hash table as borrowed pointers while it
+    calls their __eq__ (the cell's code), which may put new objects in the array and free the keys the table
+    still compares with (review 5, N5-11: Series/DataFrame.duplicated, drop_duplicates segfaulted). The
+    table gets a copy: its references keep every key alive. Every module that holds the function is patched
+    (three import it by name)."""
+    hashtable = sys.modules.get("pandas._libs.hashtable")
+    original = getattr(hashtable, "duplicated", None)
+    if original is None or getattr(original, "__st_copies_keys__", False):
+        return
+    np = sys.modules["numpy"]
+
+    def duplicated(values, *args, **kwargs):
+        if isinstance(values, np.ndarray) and np.ndarray.dtype.__get__(values).hasobject:
+            values = np.ndarray.copy(values)
+        return original(values, *args, **kwargs)
+    duplicated.__st_copies_keys__ = True
+    for name in ("pandas._libs.hashtable", "pandas.core.frame", "pandas.core.groupby.generic",
+                 "pandas.core.indexes.multi"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "duplicated", None) is original:
+            module.duplicated = duplicated
+    _KEEP.append(original)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
     _route_pandas_evaluator()
+    _hash_object_keys_from_a_copy()
     _close_pandas_interchange()
     swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on
     _refuse_raw_protocols_on_library_classes()
@@ -1624,6 +1650,7 @@ def register_library_guards() -> None:
         CALL_GUARDS.update(guards)
         _KEEP.extend(guards)
         add_stand_in_kind("tolist", np.ndarray, ("tolist",))
+        add_stand_in_kind("object_sort", np.ndarray, ("sort", "partition"))
         add_stand_in_kind("tolist", np.generic, ("tolist",))
     pio = sys.modules.get("plotly.io")
     if pio is not None and pio.show not in CALL_GUARDS:

@@ -6,7 +6,7 @@ N5-8 gets past). Each test performs the real attack in an Engine with the
 data-science policy, in a child process (tests/childcell.py: the attack may crash the process, or needs the
 host to act after the cell), and asserts that it failed and nothing happened. Open findings are strict
 xfails named FINDING N5-k; attempts that were held are plain regression tests. N5-8 and N5-10 were
-fixed by ba22066 and N5-3 by the commit after it: regression tests now, with the variants found while fixing.
+fixed by ba22066, N5-3 by a67866d and N5-11 by the commit after it: regression tests now, with the variants found while fixing.
 
 Log of what was tried (one line per attempt class) and the result:
   scipy objects whose invariants are checked by the constructor only, changed afterwards by attribute
@@ -61,7 +61,7 @@ Log of what was tried (one line per attempt class) and the result:
     keeps raw element pointers: ndarray.sort (quicksort, heapsort, stable) and ndarray.partition write
     freed pointers back (objects allocated afterwards show through the array's slots; quicksort, heapsort
     and partition mostly segfault); pandas Series/DataFrame.duplicated and drop_duplicates (khash keys
-    borrowed from the array) segfault                              use after free / segfault  FINDING N5-11
+    borrowed from the array) segfault                              use after free / segfault  FINDING N5-11 (fixed)
     (np.sort(a), argsort, np.unique, lexsort, pd.unique/factorize/value_counts: no corruption seen)
                                                                                                held
   str repetition: gates._check_repeat counts one byte a character whatever the string's kind:
@@ -699,18 +699,30 @@ broken = broken or len(set(map(id, a))) != N or any(not hasattr(x, 'v') or x.v =
 """
 
 OBJECT_SORTS = {"quicksort": "a.sort(kind='quicksort')", "heapsort": "a.sort(kind='heapsort')",
-                "stable": "a.sort(kind='stable')", "partition": "a.partition(3)"}
+                "stable": "a.sort(kind='stable')", "partition": "a.partition(3)",
+                # variants (added with the fix): read from the class, a structured array with an object field
+                "from_the_class": "np.ndarray.sort(a)", "partition_from_the_class": "np.ndarray.partition(a, 5)"}
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-11: ndarray.sort/partition of an object array keep raw element "
-                   "pointers while the cell's __lt__ replaces the array's elements: dangling pointers are written "
-                   "back (use after free; quicksort, heapsort and partition segfault)")
 @pytest.mark.parametrize("kind", sorted(OBJECT_SORTS))
 def test_object_array_sorts_survive_a_comparison_that_rewrites_the_array(kind):
     result = run_cell_in_child(OBJECT_SORT_CELL.replace("{sort}", OBJECT_SORTS[kind]), report=("status", "ename"),
                                ns=("broken",), hard_exit=True)
     assert "crashed" not in result, f"the process died: {result}"
     assert result["broken"] is False, f"the array holds freed or duplicated pointers: {result}"
+
+
+def test_honest_in_place_sorts_of_object_arrays_still_sort(workdir):
+    done, _ = _in_engine("import numpy as np, pandas as pd\n"
+                         "a = np.array([3, 1, 2, 'x'][:3], dtype=object)\na.sort()\n"
+                         "b = np.array([5, 4, 3, 2, 1], dtype=object)\nb.partition(2)\n"
+                         "c = np.array([(2, 'b'), (1, 'a')], dtype=[('n', 'i8'), ('s', 'O')])\nc.sort(order='n')\n"
+                         "d = np.array([3.0, 1.0, 2.0])\nd.sort()\n"
+                         "s = pd.Series(['a', 'b', 'a'])\n"
+                         "ok = list(a) == [1, 2, 3] and b[2] == 3 and list(c['s']) == ['a', 'b'] and list(d) == [1, 2, 3]"
+                         " and list(s.duplicated()) == [False, False, True]\n"
+                         "assert ok\n", workdir)
+    assert done["status"] == "ok", done
 
 
 @pytest.mark.parametrize("call", ["b = np.sort(a)", "b = np.argsort(a, kind='stable')", "b = np.unique(a)",
@@ -755,9 +767,6 @@ HASHTABLE_CALLS = {"series_duplicated": "pd.Series(a, copy=False).duplicated()",
                    "frame_duplicated": "pd.DataFrame({'c': a}, copy=False).duplicated()"}
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-11: pandas' object hash tables (Series/DataFrame.duplicated, "
-                   "drop_duplicates) hold the array's elements as borrowed pointers while the cell's __eq__ "
-                   "replaces them: the table compares freed objects and the process segfaults")
 @pytest.mark.parametrize("call", sorted(HASHTABLE_CALLS))
 def test_pandas_object_hash_tables_survive_an_eq_that_rewrites_the_array(call):
     result = _run(HASHTABLE_CELL.replace("{call}", HASHTABLE_CALLS[call]))

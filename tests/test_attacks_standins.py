@@ -32,6 +32,8 @@ def _example(cls):
         return EXAMPLES[cls]()
     if cls.__module__.startswith("numpy"):
         import numpy as np
+        if cls is np.random.RandomState:
+            return np.random.RandomState(0)
         return np.zeros(2) if cls is np.ndarray else np.float64(1.0)
     if cls.__name__ == "BaseFigure":
         import plotly.graph_objects as go
@@ -53,7 +55,7 @@ def test_every_stand_in_is_listed_with_an_example(sandbox):
     methods = _methods(sandbox)
     kinds = {kind for _, _, kind in methods}
     assert {"consume", "consume_first", "consume_init", "join", "pad", "grow_text", "format", "format_map",
-            "range_walk", "tolist", "plotly_show", "no_auto_open"} <= kinds, kinds
+            "range_walk", "tolist", "plotly_show", "no_auto_open", "random_state", "object_sort"} <= kinds, kinds
     for cls, _, _ in methods:
         _example(cls)
 
