@@ -608,6 +608,8 @@ class Gates:
         decision = subst or _ALLOW
         if subst is None and self._foreign_class(obj if is_class else t):
             decision = self._plain_data_only(obj if is_class else t, n)
+        if decision is _ALLOW and not is_class and _built_on_index_arrays(t):
+            decision = self._index_arrays_read_only(n)
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
@@ -621,6 +623,21 @@ class Gates:
                 self._class_cache.clear()
             self._class_cache[(obj, name)] = decision
         return decision
+
+    def _index_arrays_read_only(self, n):
+        """The read of n on a scipy object (or a pandas sparse index): an integer array comes as a read-only
+        view. Those objects keep using the arrays they hand out as indices into their own buffers, in C
+        without bounds checks (Delaunay.simplices, cKDTree.indices, a csr_array's indices, a BlockIndex's
+        blengths): tri.simplices[:, 0] = 10**9 read and wrote outside them (review 5, N5-2; N4-9)."""
+        def read(obj):
+            value = getattr(obj, n)
+            tv = type(value)
+            if tv in _PLAIN_TYPES:
+                if tv is MethodType and value.__func__ not in self._safe_functions:
+                    return self._check_method(value, n)
+                return value
+            return _read_only_index_view(self._check_value(value, obj, n))
+        return read
 
     def _decide_super_cached(self, obj, name):
         """super() reads depend on the class the super is for and on the instance's kind."""
@@ -1167,7 +1184,16 @@ class Gates:
         library callable stored there (functools.partial(np.savetxt, '/outside', ...)) would run with
         the cell's arguments and no cell code to stop it. The cell's own functions tick, and refuse to run
         outside its cells."""
+        # (property setters included: BSpline.c's stores what it gets)
+        keeps_invariants = _built_on_index_arrays(type(obj))
+
         def check(value):
+            if keeps_invariants and not callable(value) and not _same_numbers_shape(obj, name, value):
+                # b.c = np.zeros(1), b.k = 10**5, kde.dataset = ..., interp.values = ...: the constructor
+                # checked these against each other, and C code indexes by them (review 5, N5-1)
+                self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                          "this object's data was checked when it was made, and its C code "
+                                          "relies on that: make a new one instead"))
             if callable(value) and not _cell_or_builtin_callable(value):
                 self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
                                           "a library's object takes data and the cell's own functions only: a "
@@ -2363,6 +2389,42 @@ _READ_ONLY_INSTANCE_MODULES = ("_plotly_utils.", "plotly.validators.", "scipy.st
 # numpy caches one finfo/iinfo per type for everyone: np.finfo(np.float64).eps = 0.5 would be the host's.
 _READ_ONLY_LIBRARY_TYPES = frozenset({("numpy", "finfo"), ("numpy", "iinfo")})
 _LIBRARY_OBJECT = object()   # the write cache's mark: a library object's attribute, the value is checked
+
+
+# Libraries whose objects keep arrays they index with in C (scipy's splines, triangulations, trees, sparse
+# arrays; pandas' sparse indexes): see Gates._index_arrays_read_only and _library_object_write.
+_INDEXING_LIBRARIES = ("scipy.", "pandas._libs.sparse", "pandas.core.arrays.sparse")
+
+
+def _built_on_index_arrays(cls) -> bool:
+    """cls is, or derives from, a class of _INDEXING_LIBRARIES (a cell's subclass of cKDTree too)."""
+    for k in type.__dict__["__mro__"].__get__(cls):
+        module = type.__dict__["__module__"].__get__(k)
+        if type(module) is str and module.startswith(_INDEXING_LIBRARIES):
+            return True
+    return False
+
+
+def _same_numbers_shape(obj, name, value) -> bool:
+    """value only replaces numbers: the attribute itself after an in-place operation (A.data *= 2), or a
+    float/complex array of the current one's shape (A.data = np.log1p(A.data)); never indices or sizes."""
+    np = sys.modules.get("numpy")
+    current = getattr(obj, name, None)
+    if value is current:
+        return True
+    return np is not None and isinstance(value, np.ndarray) and isinstance(current, np.ndarray) and \
+        np.ndarray.shape.__get__(value) == np.ndarray.shape.__get__(current) and \
+        np.ndarray.dtype.__get__(value).kind in "fc" and np.ndarray.dtype.__get__(current).kind in "fc"
+
+
+def _read_only_index_view(value):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray) and np.ndarray.dtype.__get__(value).kind in "iu" \
+            and np.ndarray.flags.__get__(value).writeable:
+        view = np.ndarray.view(value)
+        view.flags.writeable = False
+        return view
+    return value
 
 
 def _cell_or_builtin_callable(value) -> bool:

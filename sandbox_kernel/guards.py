@@ -1633,11 +1633,44 @@ def _hash_object_keys_from_a_copy() -> None:
     _KEEP.append(original)
 
 
+def _check_sparse_indices_fully() -> None:
+    """scipy.sparse's compressed and coordinate formats check index bounds only on request (their
+    constructors call check_format(full_check=False)), keep the very arrays they were given, and their C
+    kernels index with them unchecked: a csr_array built from (or later handed) indices past its shape
+    wrote and read outside its buffers (review 4, N4-9). While a cell runs, every format check takes copies
+    of the index arrays (the cell keeps writable references to the ones it passed) and checks them fully;
+    the arrays a cell reads back from a sparse object are read-only views (Gates._index_arrays_read_only)."""
+    np = sys.modules["numpy"]
+    for module_name, class_name, check in (("scipy.sparse._compressed", "_cs_matrix", "check_format"),
+                                           ("scipy.sparse._bsr", "_bsr_base", "check_format"),
+                                           ("scipy.sparse._coo", "_coo_base", "_check")):
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        original = getattr(cls, check, None)
+        if original is None or getattr(original, "__st_full_check__", False):
+            continue
+
+        def checked(self, *args, _original=original, _coords=(check == "_check"), **kwargs):
+            if not cell_is_running():
+                return _original(self, *args, **kwargs)
+            if _coords:
+                self.coords = tuple(np.array(c, copy=True) for c in self.coords)
+                return _original(self, *args, **kwargs)
+            self.indices = np.array(self.indices, copy=True)
+            self.indptr = np.array(self.indptr, copy=True)
+            kwargs.pop("full_check", None)
+            return _original(self, full_check=True)
+        checked.__st_full_check__ = True
+        setattr(cls, check, checked)
+        _KEEP.append(original)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
     _route_pandas_evaluator()
     _hash_object_keys_from_a_copy()
+    if "scipy.sparse._compressed" in sys.modules:
+        _check_sparse_indices_fully()
     _close_pandas_interchange()
     swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on
     _refuse_raw_protocols_on_library_classes()

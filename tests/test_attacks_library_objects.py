@@ -104,6 +104,11 @@ HONEST = {
     "cell_object_with_its_own_call": ("class Doubler:\n    def __call__(self, x):\n        return 2 * x\n"
                                       "m = np.ma.masked_array([1.0])\nhol = h.Holiday('x', month=1, day=1)\n"
                                       "hol.observance = Doubler()\nv = hol.observance(2)"),
+    "sparse_data_in_place_and_replaced": ("import scipy.sparse as sp\n"
+                                          "A = sp.csr_array((np.array([1.0, 2.0]), np.array([0, 1]), np.array([0, 2])), "
+                                          "shape=(1, 2))\nA.data *= 2\nA.data = np.log1p(A.data)\nv = float(A.sum())"),
+    "scipy_objects_read_and_copied": ("from scipy.spatial import Delaunay\ntri = Delaunay(np.random.rand(10, 2))\n"
+                                      "s = tri.simplices.copy()\ns[0, 0] = 0\nv = s.shape"),
     "plotly_template_default": "import plotly.io as pio\npio.templates.default = 'plotly_white'\nv = pio.templates.default",
     "plotly_express_default": "import plotly.express as px\npx.defaults.width = 300\nv = px.defaults.width",
 }

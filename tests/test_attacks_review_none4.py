@@ -44,14 +44,14 @@ Log of what was tried (one line per attempt class) and the result:
     (np.load's NpzFile over a cell file object does not close a file it did not open: held)
   scipy.sparse arrays built from index arrays the cell chose: csr_array((data, indices, indptr)) checks
     shapes, not index bounds; toarray() writes data[k] at column indices[k]: an out-of-bounds write of a
-    chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9
+    chosen double at a chosen offset from a heap buffer                 the process segfaults     FINDING N4-9 (fixed)
     A @ x with such indices (or a.indices[0] = 5 after construction) reads past x: heap words and
-    pointers (6.9e-310) come back as the result                         memory read               FINDING N4-9
+    pointers (6.9e-310) come back as the result                         memory read               FINDING N4-9 (fixed)
     pd.Categorical.from_codes(codes, categories, validate=False): np.asarray() takes codes past the
     categories in Cython without bounds checks: heap words come back (object categories: pointers read
-    from past the buffer become objects)                                memory read               FINDING N4-9
+    from past the buffer become objects)                                memory read               FINDING N4-9 (fixed)
     scipy.interpolate.BSpline.construct_fast(t, c, k) (public, unchecked) with c shorter than t - k - 1:
-    evaluation reads past c (denormals from the heap come back)         memory read               FINDING N4-9
+    evaluation reads past c (denormals from the heap come back)         memory read               FINDING N4-9 (fixed)
     pd.MultiIndex(..., verify_integrity=False) with codes past the levels: checked where used   held
   the dataframe interchange protocol: pd.api.interchange.from_dataframe(cell object) asks the cell's
     column for get_buffers() and lays an array over buffer.ptr with ctypes (buffer_to_ndarray): the cell
@@ -606,9 +606,6 @@ dense = a.toarray()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-9: scipy.sparse.csr_array takes column indices past the shape "
-                   "(check_format(full_check=False)); toarray() writes out of bounds in C and the kernel process "
-                   "segfaults (a chosen value at a chosen offset)")
 def test_sparse_arrays_with_out_of_range_indices_do_not_write_out_of_bounds():
     result = run_cell_in_child(SPARSE_OOB_CELL, report=("status", "ename", "returncode"), hard_exit=True)
     assert "crashed" not in result, f"the process died: {result}"
@@ -622,9 +619,6 @@ SPARSE_OOB_READS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-9: a csr_array whose column index is past the shape (given at "
-                   "construction, or written into .indices afterwards) makes A @ x read past x in C: the cell "
-                   "reads the kernel process's heap (pointers come back as doubles)")
 @pytest.mark.parametrize("route", sorted(SPARSE_OOB_READS))
 def test_sparse_products_do_not_read_out_of_bounds(sandbox, route):
     r = sandbox.run("import numpy as np, scipy.sparse as sp\n" + SPARSE_OOB_READS[route] +

@@ -6,7 +6,7 @@ N5-8 gets past). Each test performs the real attack in an Engine with the
 data-science policy, in a child process (tests/childcell.py: the attack may crash the process, or needs the
 host to act after the cell), and asserts that it failed and nothing happened. Open findings are strict
 xfails named FINDING N5-k; attempts that were held are plain regression tests. N5-8 and N5-10 were
-fixed by ba22066, N5-3 by a67866d and N5-11 by the commit after it: regression tests now, with the variants found while fixing.
+fixed by ba22066, N5-3 by a67866d, N5-11 by 8c1592b, N5-1 and N5-2 by the commit after it: regression tests now, with the variants found while fixing.
 
 Log of what was tried (one line per attempt class) and the result:
   scipy objects whose invariants are checked by the constructor only, changed afterwards by attribute
@@ -18,14 +18,14 @@ Log of what was tried (one line per attempt class) and the result:
     point near the query reads one word; 10**8 points: segfault); LinearNDInterpolator(...).values =
     np.zeros((1, 1)): the Cython evaluation reads past values (997 of 1000 results are heap words);
     SphericalVoronoi(...).regions = [[10**9, ...]] then sort_vertices_of_regions(): segfault
-                                                                  memory read / segfault   FINDING N5-1
+                                                                  memory read / segfault   FINDING N5-1 (fixed)
     (PPoly/BPoly/NdPPoly construct_fast and .c/.x writes: checked at evaluation; NdBSpline.c,
     RegularGridInterpolator.values/.grid: read-only properties; splev/splint/bisplev with a short c:
     f2py checks)                                                                                held
   arrays that scipy/pandas objects hand out and keep using, written item by item: Delaunay(...).simplices
     [:, 0] = 10**9 then LinearNDInterpolator(tri, values) or tri.transform: segfault; cKDTree(...).indices[:]
     = 10**8 then query(): segfault; SparseArray(x, kind='block').sp_index.blengths[:] = n - 2 then sa + sb:
-    segfault (10**6 points)                                      memory read / segfault   FINDING N5-2
+    segfault (10**6 points)                                      memory read / segfault   FINDING N5-2 (fixed)
     (Delaunay.neighbors garbage: find_simplex walks, returns -1; cKDTree.data rewritten: in bounds;
     SparseArray(kind='integer').sp_index.indices: a copy)                                      held
   numpy.random bit generators' state setters take positions unchecked: MT19937.state with pos=700 reads
@@ -175,9 +175,6 @@ ATTRIBUTE_ROUTES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-1: scipy objects checked only by their constructor (BSpline "
-                   "t/c/k, gaussian_kde.dataset, LinearNDInterpolator.values) take attribute writes from the "
-                   "cell; their Cython kernels then read past the arrays (heap words, pointers) or segfault")
 @pytest.mark.parametrize("route", sorted(ATTRIBUTE_ROUTES))
 def test_scipy_objects_changed_after_construction_do_not_read_out_of_bounds(route):
     result = run_cell_in_child(ATTRIBUTE_ROUTES[route], report=("status", "ename"), ns=("leaked",),
@@ -233,10 +230,6 @@ INTERNAL_ARRAY_ROUTES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-2: Delaunay.simplices, cKDTree.indices and a pandas "
-                   "SparseArray's BlockIndex.blengths are writable arrays the objects keep using; values written "
-                   "past the data make LinearNDInterpolator, Delaunay.transform, cKDTree.query and sparse "
-                   "arithmetic read out of bounds in C (the process segfaults)")
 @pytest.mark.parametrize("route", sorted(INTERNAL_ARRAY_ROUTES))
 def test_scipy_internal_index_arrays_written_by_the_cell_do_not_reach_c(route):
     result = _run(INTERNAL_ARRAY_ROUTES[route])
