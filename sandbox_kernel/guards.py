@@ -1664,11 +1664,36 @@ def _check_sparse_indices_fully() -> None:
         _KEEP.append(original)
 
 
+def _validate_categorical_codes() -> None:
+    """pd.Categorical.from_codes(..., validate=False) keeps codes past the categories, and pandas' Cython
+    takes categories[code] without a bounds check when it makes the values (review 4, N4-9: heap words, or
+    pointers as objects, came back). While a cell runs the codes are always validated."""
+    cls = getattr(sys.modules.get("pandas.core.arrays.categorical"), "Categorical", None)
+    raw = getattr(cls, "__dict__", {}).get("from_codes")
+    if not isinstance(raw, classmethod) or getattr(raw.__func__, "__st_validates__", False):
+        return
+    original = raw.__func__
+
+    def from_codes(cls, codes, *args, **kwargs):
+        if cell_is_running():
+            if len(args) >= 4:   # (categories, ordered, dtype, validate)
+                args = args[:3] + (True,) + args[4:]
+            else:
+                kwargs["validate"] = True
+        return original(cls, codes, *args, **kwargs)
+    from_codes.__st_validates__ = True
+    from_codes.__doc__, from_codes.__name__, from_codes.__qualname__ = \
+        original.__doc__, original.__name__, original.__qualname__
+    setattr(cls, "from_codes", classmethod(from_codes))
+    _KEEP.append(original)
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
     _route_pandas_evaluator()
     _hash_object_keys_from_a_copy()
+    _validate_categorical_codes()
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
     _close_pandas_interchange()

@@ -712,13 +712,12 @@ def test_dataframe_interchange_does_not_write_to_an_address_the_cell_names(sandb
     assert not r.ok, r
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N4-9 (sibling): pd.Categorical.from_codes(..., validate=False) "
-                   "keeps codes past the categories; np.asarray(cat) reads them in Cython without bounds checks "
-                   "(heap words come back; with object categories, pointers become objects)")
-def test_categorical_codes_past_the_categories_do_not_read_out_of_bounds(sandbox):
+@pytest.mark.parametrize("validate", ["validate=False", "None, None, False", "dtype=None, validate=False"])
+def test_categorical_codes_past_the_categories_do_not_read_out_of_bounds(sandbox, validate):
+    """(FINDING N4-9 sibling, fixed: from_codes always validates while a cell runs.)"""
     r = sandbox.run("import pandas as pd, numpy as np\n"
-                    "cat = pd.Categorical.from_codes([2, 3, 4, 5], categories=pd.Index([1, 2], dtype='int64'), "
-                    "validate=False)\nleaked = np.asarray(cat)\n")
+                    "cat = pd.Categorical.from_codes([2, 3, 4, 5], pd.Index([1, 2], dtype='int64'), "
+                    f"{validate})\nleaked = np.asarray(cat)\n")
     assert not r.ok, f"codes past the categories read memory: {sandbox.ns.get('leaked')!r}"
 
 
