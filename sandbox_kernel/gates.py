@@ -1188,6 +1188,13 @@ class Gates:
         keeps_invariants = _built_on_index_arrays(type(obj))
 
         def check(value):
+            if is_sandbox_class(type(value)) and not _harmless_special_method(value):
+                # the library calls methods it looks up on what it keeps (a Holiday's start_date.tz_localize),
+                # and the cell's object can answer with a library callable (review 6, N6-2)
+                self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                          "a library's object takes data and the cell's own functions, not "
+                                          "objects of the cell's classes: the library would call their methods "
+                                          "whenever it next runs"))
             if keeps_invariants and not callable(value) and not _same_numbers_shape(obj, name, value):
                 # b.c = np.zeros(1), b.k = 10**5, kde.dataset = ..., interp.values = ...: the constructor
                 # checked these against each other, and C code indexes by them (review 5, N5-1)
@@ -2429,15 +2436,14 @@ def _read_only_index_view(value):
 
 def _cell_or_builtin_callable(value) -> bool:
     """A callable a library may keep on its objects: the cell's own code (a function, a method or partial of
-    one, an object of the cell's class whose __call__ is the cell's function), or one of Python's own static
-    types (default_factory = list). An object of a cell class is judged by the __call__ it answers with, not
-    by its class: class P(functools.partial) calls partial's C code, and no cell code runs (review 5, N5-8)."""
+    one), or one of Python's own static types (default_factory = list). Objects of the cell's classes are
+    refused before (class P(functools.partial) calls partial's C code and no cell code runs: review 5, N5-8)."""
     if _harmless_special_method(value):
         return True
-    if isinstance(value, type):
-        return _builtin_type(value) or is_sandbox_class(value)
-    call = _raw_attribute(type(value), "__call__")
-    return is_sandbox_class(type(value)) and call is not None and is_sandbox_function(call)
+    # A class, even the cell's, runs the __new__/__init__ it inherits, and a library's calls the class's
+    # other attributes, which no class rule checks (UserDict.__init__ calls self.update; enum calls
+    # _missing_: review 6, N6-1): Python's own types only.
+    return isinstance(value, type) and _builtin_type(value)
 
 
 def _callables_kept_per_engine(cls) -> bool:

@@ -24,6 +24,7 @@ import io
 import itertools
 import math
 import operator
+import random
 import sys
 import typing
 import warnings
@@ -1363,6 +1364,41 @@ class _SlotState:
                 object.__setattr__(target, slot, value)
 
 
+class _RandomModule:
+    """The random module's process-wide generator: random.seed(n) in a cell would make the host's draws
+    (and another engine's) the cell's to predict (review 6, N6-5)."""
+    name = "random module generator"
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    @staticmethod
+    def read():
+        return random.getstate()
+
+    @staticmethod
+    def install(wanted, current, entering: bool) -> None:
+        if wanted is not current:
+            random.setstate(wanted)
+
+
+def forget_cell_keys_in_plotly_validators() -> None:
+    """plotly's ValidatorCache keeps what get_validator found under the (parent, name) it was asked for; a
+    cell's str subclass whose __format__ answers another name files one property's validator under another
+    for the whole process, the kernel's output wall included (review 6, N6-4). Entries keyed by anything but
+    exact str are dropped at the end of each cell, and before the wall looks a validator up."""
+    cache = getattr(getattr(sys.modules.get("plotly.validator_cache"), "ValidatorCache", None), "_cache", None)
+    if type(cache) is not dict or len(cache) == _VALIDATORS_CHECKED_AT[0]:
+        return
+    for key in [k for k in list(cache) if type(k) is not tuple or any(type(part) is not str for part in k)]:
+        cache.pop(key, None)
+    _VALIDATORS_CHECKED_AT[0] = len(cache)
+
+
+_VALIDATORS_CHECKED_AT = [-1]
+
+
 class _UarrayBackends:
     """uarray's backends (scipy.fft's set_global_backend, register_backend, set_backend). uarray can give a
     thread its own copy of the global backends: while a cell runs, its thread works on the engine's copy
@@ -1540,7 +1576,7 @@ LIBRARY_STATE = (_PandasOptions(),
                  _ObjectState("pandas holiday calendars", "pandas.tseries.holiday", "holiday_calendars", items=True),
                  _ClassData("pandas federal holidays", "pandas.tseries.holiday", "USFederalHolidayCalendar",
                             ("rules",)),
-                 _SlotState("plotly.express defaults", "plotly.express._core", "defaults"),
+                 _SlotState("plotly.express defaults", "plotly.express._core", "defaults"), _RandomModule(),
                  _ObjectState("plotly.io defaults", "plotly.io._defaults", "defaults"),
                  _ObjectState("plotly.io json config", "plotly.io._json", "config"),
                  _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",
@@ -1585,6 +1621,7 @@ def swap_out_library_state() -> None:
 
 at_cell_start(swap_in_library_state)
 at_cell_end(swap_out_library_state)
+at_cell_end(forget_cell_keys_in_plotly_validators)
 
 
 def _close_pandas_interchange() -> None:

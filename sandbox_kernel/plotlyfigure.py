@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 from itertools import chain
 
 from .outputfilter import clean_text, needs_cleaning
@@ -407,10 +408,20 @@ def _leaf(kind: str, path: str, validator) -> Leaf:
     return Leaf(kind, path, array_ok)
 
 
+def _validator(parent: str, prop: str):
+    """plotly's ValidatorCache.get_validator, without what a cell filed in the cache under a key of its own
+    (guards.forget_cell_keys_in_plotly_validators: at level none a cell shares the cache; review 6, N6-4)."""
+    from plotly.validator_cache import ValidatorCache
+
+    guards = sys.modules.get(__package__ + ".guards")   # loaded where cells run in this process (level none)
+    if guards is not None:
+        guards.forget_cell_keys_in_plotly_validators()
+    return ValidatorCache.get_validator(parent, prop)
+
+
 def _build_schema() -> Schema:
     import _plotly_utils.basevalidators as bv
     import plotly.graph_objects as go
-    from plotly.validator_cache import ValidatorCache
 
     schema = Schema()
     built: dict[str, Obj] = {}
@@ -418,7 +429,7 @@ def _build_schema() -> Schema:
     map_roots = set()  # trace types drawn on a map subplot
     for trace_type in data_validator.class_strs_map:
         try:
-            base = getattr(ValidatorCache.get_validator(trace_type, "subplot"), "base", None)
+            base = getattr(_validator(trace_type, "subplot"), "base", None)
         except (AttributeError, ImportError, KeyError, TypeError):
             base = None
         if base in _MAP_SUBPLOTS:
@@ -439,7 +450,7 @@ def _build_schema() -> Schema:
         if prop not in classes[node.path]._valid_props:
             return None
         try:
-            validator = ValidatorCache.get_validator(node.path, prop)
+            validator = _validator(node.path, prop)
         except (AttributeError, ImportError, KeyError, TypeError):
             return None  # a deprecated alias with no validator of its own: plotly.js ignores it
         if isinstance(validator, bv.BaseTemplateValidator):
@@ -485,8 +496,7 @@ def _data_validator():
         from plotly.validators import DataValidator  # plotly 5.x
         return DataValidator()
     except ImportError:
-        from plotly.validator_cache import ValidatorCache
-        return ValidatorCache.get_validator("", "data")
+        return _validator("", "data")
 
 
 def _animation_schema() -> Obj:

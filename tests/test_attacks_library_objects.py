@@ -37,6 +37,12 @@ LIBRARY_CALLABLES = {
     # an object of the cell's class is the cell's code only if its __call__ is (review 5, N5-8)
     "partial_subclass": (f"class P(functools.partial):\n    pass\nnp.ma.sqrt.f = P{WRITER[len('functools.partial'):]}",
                          "np.ma.sqrt", "f"),
+    # an object of the cell's class: the library calls whatever methods it looks up on it (review 6, N6-2)
+    "cell_object_even_with_its_own_call": ("class Doubler:\n    def __call__(self, x):\n        return 2 * x\n"
+                                           "h.USMemorialDay.observance = Doubler()", "h.USMemorialDay", "observance"),
+    # a class, even the cell's, runs the __init__ it inherits (review 6, N6-1)
+    "cell_class": ("import collections\nclass C(collections.UserDict):\n    pass\nnp.ma.sqrt.f = C",
+                   "np.ma.sqrt", "f"),
     "cell_class_inheriting_a_library_call": ("class V(np.vectorize):\n    pass\nnp.ma.sqrt.f = V(np.savetxt)",
                                              "np.ma.sqrt", "f"),
     # deleting breaks the library for the whole process (the host's np.ma.sqrt), and makes room for a write
@@ -101,9 +107,6 @@ HONEST = {
     "library_callable_given_to_a_constructor": ("import pandas.tseries.holiday as h\n"
                                                 "v = str(h.Holiday('x', month=1, day=2, observance=h.nearest_workday)"
                                                 ".dates('2021-01-01', '2021-12-31')[0].date())"),
-    "cell_object_with_its_own_call": ("class Doubler:\n    def __call__(self, x):\n        return 2 * x\n"
-                                      "m = np.ma.masked_array([1.0])\nhol = h.Holiday('x', month=1, day=1)\n"
-                                      "hol.observance = Doubler()\nv = hol.observance(2)"),
     "sparse_data_in_place_and_replaced": ("import scipy.sparse as sp\n"
                                           "A = sp.csr_array((np.array([1.0, 2.0]), np.array([0, 1]), np.array([0, 2])), "
                                           "shape=(1, 2))\nA.data *= 2\nA.data = np.log1p(A.data)\nv = float(A.sum())"),
