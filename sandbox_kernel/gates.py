@@ -1685,7 +1685,20 @@ def _class_refusal(bases, namespace, gates):
         if gates is not None and gates._foreign_class(base):
             return (f"a subclass of {_type_name(base)}",
                     "classes of libraries the policy does not grant cannot be subclassed")
+        if base in _abstract_c_bases():
+            # numpy's BitGenerator leaves its C function table to the concrete generators: a subclass of
+            # it hands Generator NULL pointers, and the first draw calls one (review 5, N5-7)
+            return (f"a subclass of {_type_name(base)}",
+                    "it is an abstract base whose C parts only numpy's own generators fill: subclass "
+                    "MT19937, PCG64, Philox or SFC64")
     return None
+
+
+def _abstract_c_bases() -> tuple:
+    """Library bases whose instances need C state that only the library's own subclasses set up."""
+    # (read from sys.modules: numpy's module __getattr__ would import numpy.random, making classes here)
+    base = getattr(sys.modules.get("numpy.random.bit_generator"), "BitGenerator", None)
+    return (base,) if base is not None else ()
 
 
 def _class_denial(name, bases, namespace, gates, special_methods=True, maker=None):

@@ -25,6 +25,7 @@ import itertools
 import math
 import operator
 import random
+import types
 import sys
 import typing
 import warnings
@@ -62,12 +63,17 @@ def _guard_numpy_load(fn, gates):
 
 def _guard_endless(fn, gates):
     """itertools.count(), cycle() and repeat() without a count can feed a C loop forever
-    (sum(count())); the sandbox's versions tick on every item."""
+    (sum(count())); the sandbox's versions tick on every item. cycle() also wraps an iterator, so it
+    counts towards the nesting of C iterators (review 5, N5-6: 300,000 cycles deep overflowed the stack)."""
     def ticking(*args, **kwargs):
+        depth = _deeper(args[:1], "cycle") if fn is itertools.cycle else 0
         it = fn(*args, **kwargs)
         if fn is itertools.repeat and (len(args) > 1 or "times" in kwargs):
             return it
-        return _ticking_iter(it, gates)
+        gen = _ticking_iter(it, gates)
+        if depth:
+            _GENERATOR_DEPTH[gen] = depth
+        return gen
     ticking.__name__ = fn.__name__
     ticking.__doc__ = fn.__doc__
     return runtime_callable(ticking)
@@ -191,6 +197,7 @@ MAX_ITERATOR_NESTING = 2_000
 
 _NESTING_SLOT: dict = {}      # stand-in class -> the slot holding an instance's depth
 _TEE_DEPTH = weakref.WeakKeyDictionary()   # itertools.tee's objects are made in C: depth kept aside
+_GENERATOR_DEPTH = weakref.WeakKeyDictionary()   # the ticking generator around a cycle(): its depth
 
 
 def _nesting_of(obj) -> int:
@@ -205,6 +212,16 @@ def _nesting_of(obj) -> int:
     if type(obj) is _TEE_TYPE:
         depth = _TEE_DEPTH.get(obj)
         return _tee_copy_nesting(obj) if depth is None else depth
+    if type(obj) is types.GeneratorType:
+        return _GENERATOR_DEPTH.get(obj, 0)
+    return 0
+
+
+def _nesting_inside(iterable) -> int:
+    """The deepest C iterator held by a list, tuple, set or dict that chain.from_iterable will flatten
+    (chain.from_iterable([it]) calls next(it) itself: one level deeper than it)."""
+    if type(iterable) in (list, tuple, set, frozenset, dict):
+        return max(map(_nesting_of, iterable), default=0)
     return 0
 
 
@@ -220,7 +237,10 @@ def _tee_copy_nesting(tee) -> int:
 
 
 def _deeper(inputs, what) -> int:
-    depth = 1 + max((_nesting_of(i) for i in inputs), default=0)
+    return _checked_depth(1 + max((_nesting_of(i) for i in inputs), default=0), what)
+
+
+def _checked_depth(depth, what) -> int:
     if depth > MAX_ITERATOR_NESTING:
         exc = genuine(SizeDenied(f"{what} nested {depth:,} deep",
                          f"C iterators nest at most {MAX_ITERATOR_NESTING:,} deep (next() would recurse in C "
@@ -274,7 +294,8 @@ def _nesting_stand_in(cls):
                  "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__st_real__": cls}
     if hasattr(cls, "from_iterable"):
         def from_iterable(sub, iterable):
-            depth = _deeper((iterable,), f"{cls.__name__}.from_iterable")
+            depth = _checked_depth(1 + max(_nesting_of(iterable), _nesting_inside(iterable)),
+                                   f"{cls.__name__}.from_iterable")
             obj = cls.__dict__["from_iterable"].__get__(None, sub)(iterable)   # C, bound to the stand-in
             slot.__set__(obj, depth + 1)   # its items are iterables too: count one more
             return obj
@@ -1044,8 +1065,8 @@ def checked_random_state(state):
 def checked_attribute_value(obj, name, value):
     """What a library object's attribute takes from a cell's write: bg.state = st is the setter above."""
     if name == "state":
-        random = getattr(sys.modules.get("numpy"), "random", None)
-        if random is not None and isinstance(obj, random.BitGenerator):
+        bit_generator = getattr(sys.modules.get("numpy.random.bit_generator"), "BitGenerator", None)
+        if bit_generator is not None and isinstance(obj, bit_generator):
             return checked_random_state(value)
     return value
 

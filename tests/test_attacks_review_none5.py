@@ -35,13 +35,13 @@ Log of what was tried (one line per attempt class) and the result:
     the host's next np.random draw after the cell segfaults the kernel
                                                    memory read / host crash after the cell FINDING N5-3 (fixed)
   a cell subclass of numpy.random.BitGenerator (class B(np.random.BitGenerator): pass): B(0) passes
-    Generator's capsule check with NULL function pointers; the first draw segfaults        FINDING N5-7
+    Generator's capsule check with NULL function pointers; the first draw segfaults        FINDING N5-7 (fixed)
     (Generator/RandomState/MT19937 subclasses skipping __init__: clean errors)                 held
   np.load(mmap_mode='r'), scipy.io.wavfile.read(mmap=True), netcdf_file(mmap=True): arrays over an mmap of a
     working-directory file (numpy.memmap itself is refused); open(name, 'w') truncates the file and the
     next read of the array kills the process with SIGBUS                        process crash  FINDING N5-5
   itertools.cycle(it) and itertools.chain.from_iterable([it]) nested 300,000 deep: not counted by the
-    2,000-deep C-iterator rule; next() (or list, sum, pd.Series of it) segfaults           FINDING N5-6
+    2,000-deep C-iterator rule; next() (or list, sum, pd.Series of it) segfaults           FINDING N5-6 (fixed)
     (chain, takewhile, tee, pairwise, groupby, zip(strict), starmap, accumulate, islice, dropwhile,
     compress, filterfalse: SizeDenied; csv.reader nesting: RecursionError)                     held
   class P(functools.partial): pass; P(np.savetxt, outside, ...) is "the cell's own callable" for the
@@ -484,8 +484,6 @@ NESTED_ITERATORS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-6: itertools.cycle and itertools.chain.from_iterable escape the "
-                   "2,000-deep nesting rule for C iterators; next() on 300,000 of them segfaults the process")
 @pytest.mark.parametrize("route", sorted(NESTED_ITERATORS))
 def test_iterators_nested_through_cycle_and_chain_from_iterable_are_bounded(route):
     result = _run("import itertools\n" + NESTED_ITERATORS[route])
@@ -504,12 +502,14 @@ def test_counted_iterator_nesting_is_refused(wrapper):
 # BitGenerator.__init__ (run by the subclass) makes the capsule over its bitgen_t struct, whose function pointers
 # only the concrete generators fill in; Generator(B(0)).random() calls a NULL function pointer.
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-7: a cell subclass of np.random.BitGenerator passes Generator's "
-                   "capsule check with NULL function pointers; the first draw segfaults the process")
-def test_bit_generator_subclass_without_functions_does_not_crash():
-    result = _run("import numpy as np\nclass B(np.random.BitGenerator):\n    pass\n"
+# FINDING N5-7, fixed: the abstract BitGenerator cannot be subclassed by a cell (gates._class_refusal).
+@pytest.mark.parametrize("make", ["class B(np.random.BitGenerator):\n    pass\n",
+                                  "B = type('B', (np.random.bit_generator.BitGenerator,), {})\n"])
+def test_bit_generator_subclass_without_functions_does_not_crash(make):
+    result = _run("import numpy as np\nimport numpy.random.bit_generator\n" + make +
                   "g = np.random.Generator(B(0))\nv = g.random()\n")
     assert "crashed" not in result, f"the process died: {result}"
+    assert result["ename"] == "BuiltinDenied", result
 
 
 @pytest.mark.parametrize("cls", ["np.random.Generator", "np.random.RandomState", "np.random.MT19937"])
