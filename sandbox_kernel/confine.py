@@ -495,6 +495,13 @@ def _audit(event, args):
             fs.refuse_operation(event, "the sandbox does not turn text into code while a cell runs (only "
                                        "imports and a few library helpers whose text the cell cannot steer)")
         return
+    if event == "import":
+        name = args[0] if args else None
+        if type(name) is str and (name == "__main__" or name.endswith(".__main__")):
+            # a package's __main__ is its program: importing it runs it here, with the kernel's argv
+            # (np.info(toplevel='IPython.__main__') replaced the host's sys.excepthook: review 5, N5-9)
+            fs.refuse_operation(event, "a package's __main__ module is a program; the sandbox does not run it")
+        return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, 0))[:3]
         if isinstance(path, int) or path is None:

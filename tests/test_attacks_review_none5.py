@@ -56,7 +56,7 @@ Log of what was tried (one line per attempt class) and the result:
     unguarded __main__ modules run their programs in the kernel process: IPython.__main__ replaces the
     host's sys.excepthook with IPython's crash handler (kept after the cell), jupyterlab/nbconvert/
     jsonschema.__main__ grow sys.meta_path, f2py/coverage/tornado.test/jupyter_core main() run with the
-    process's argv and end in SystemExit                      process-wide change  FINDING N5-9 (lesser)
+    process's argv and end in SystemExit                      process-wide change  FINDING N5-9 (lesser, fixed)
   object arrays whose elements' __lt__/__eq__ (cell code) replace the array's elements during a C loop that
     keeps raw element pointers: ndarray.sort (quicksort, heapsort, stable) and ndarray.partition write
     freed pointers back (objects allocated afterwards show through the array's slots; quicksort, heapsort
@@ -593,14 +593,14 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-9 (lesser): np.info('x', toplevel='IPython.__main__') imports "
-                   "and runs IPython's terminal app in the kernel process; the host's sys.excepthook is IPython's "
-                   "crash handler after the cell")
-def test_numpy_info_toplevel_does_not_run_installed_programs():
-    result = run_cell_in_child("import numpy as np\nnp.info('zzz', toplevel='IPython.__main__')\n",
+# FINDING N5-9, fixed: the audit hook refuses importing any __main__ module while a cell runs.
+@pytest.mark.parametrize("name", ["IPython.__main__", "jupyterlab.__main__", "numpy.f2py.__main__", "json.__main__"])
+def test_numpy_info_toplevel_does_not_run_installed_programs(name):
+    result = run_cell_in_child(f"import numpy as np\nnp.info('zzz', toplevel={name!r})\n",
                                report=("status", "ename"), probe=HOST_HOOKS, limits={"timeout": 30.0}, timeout=180)
     assert "crashed" not in result, result
-    assert result["excepthook_changed"] is False, result
+    assert result["excepthook_changed"] is False and result["meta_path_changed"] is False, result
+    assert result["ename"] == "OperationDenied", result
 
 
 # --- N5-10: the repetition gate counts a str's characters as bytes ------------------------------------------------
