@@ -57,8 +57,29 @@ def _guard_numpy_load(fn, gates):
         if kwargs.get("allow_pickle"):
             gates.deny(CallDenied("numpy.load(allow_pickle=True)", "loading pickles can run arbitrary code"))
         kwargs["allow_pickle"] = False
+        # read into memory, never mapped (confine: a map dies with SIGBUS when the file is truncated)
+        if len(args) > 1:
+            args = (args[0], None) + args[2:]
+        kwargs.pop("mmap_mode", None)
         return fn(*args, **kwargs)
     return runtime_callable(load)
+
+
+def _guard_scipy_reader(position):
+    """scipy.io.wavfile.read(..., mmap=...) and netcdf_file(..., mmap=...) (a map by default for a file
+    name): read into memory instead; `position` is the mmap parameter's place among the arguments."""
+    def guard(fn, gates):
+        # (a function for netcdf_file too: a stand-in subclass would inherit its library __del__, which no
+        # class made while a cell runs may)
+        @functools.wraps(fn)
+        def read(*args, **kwargs):
+            if len(args) > position:
+                args = args[:position] + (False,) + args[position + 1:]
+            else:
+                kwargs["mmap"] = False
+            return fn(*args, **kwargs)
+        return runtime_callable(read)
+    return guard
 
 
 def _guard_endless(fn, gates):
@@ -1752,6 +1773,11 @@ def register_library_guards() -> None:
     _route_pandas_evaluator()
     _hash_object_keys_from_a_copy()
     _validate_categorical_codes()
+    for module, name, position in (("scipy.io.wavfile", "read", 1), ("scipy.io._netcdf", "netcdf_file", 2)):
+        reader = getattr(sys.modules.get(module), name, None)
+        if reader is not None and reader not in CALL_GUARDS:
+            CALL_GUARDS[reader] = _guard_scipy_reader(position)
+            _KEEP.append(reader)
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
     _close_pandas_interchange()

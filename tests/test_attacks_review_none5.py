@@ -39,7 +39,7 @@ Log of what was tried (one line per attempt class) and the result:
     (Generator/RandomState/MT19937 subclasses skipping __init__: clean errors)                 held
   np.load(mmap_mode='r'), scipy.io.wavfile.read(mmap=True), netcdf_file(mmap=True): arrays over an mmap of a
     working-directory file (numpy.memmap itself is refused); open(name, 'w') truncates the file and the
-    next read of the array kills the process with SIGBUS                        process crash  FINDING N5-5
+    next read of the array kills the process with SIGBUS                        process crash  FINDING N5-5 (fixed)
   itertools.cycle(it) and itertools.chain.from_iterable([it]) nested 300,000 deep: not counted by the
     2,000-deep C-iterator rule; next() (or list, sum, pd.Series of it) segfaults           FINDING N5-6 (fixed)
     (chain, takewhile, tee, pairwise, groupby, zip(strict), starmap, accumulate, islice, dropwhile,
@@ -462,13 +462,21 @@ MMAP_ROUTES = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N5-5: np.load(mmap_mode=), wavfile.read(mmap=True) and "
-                   "netcdf_file(mmap=True) hand the cell memory-mapped arrays; truncating the file and reading "
-                   "the array kills the kernel process with SIGBUS")
+# FINDING N5-5, fixed: files are never memory-mapped while a cell runs (confine: mmap.__new__ of a file is
+# refused); np.load, wavfile.read and netcdf_file read into memory instead (guards), so the values still come.
 @pytest.mark.parametrize("route", sorted(MMAP_ROUTES))
 def test_memory_mapped_arrays_over_a_truncated_file_do_not_crash_the_process(route):
     result = _run("import numpy as np\n" + MMAP_ROUTES[route])
     assert "crashed" not in result, f"the process died: {result}"
+    assert result["status"] == "ok", result   # read into memory: truncating the file later changes nothing
+
+
+@pytest.mark.parametrize("cell", ["import mmap\n", "import pandas as pd\nopen('t.csv', 'w').write('a\\n1\\n')\n"
+                                  "d = pd.read_csv('t.csv', memory_map=True)\n"])
+def test_other_file_maps_are_refused_or_denied(cell):
+    result = _run(cell)
+    assert "crashed" not in result, result
+    assert result["status"] == "error" and result["ename"] in ("ImportDenied", "OperationDenied"), result
 
 
 # --- N5-6: iterator nesting through itertools.cycle and chain.from_iterable ----------------------------------------
