@@ -152,8 +152,9 @@ class Engine:
             error = tripped   # the cell swallowed its limit; it still ended because of it
         elif error is not None and issubclass(_kind(error), MemoryError) and self.budget.numpy_refused:
             refused = genuine(MemoryLimitExceeded(
-                f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): numpy was refused "
-                f"an array of {self.budget.numpy_refused / 2**20:,.0f} MB", policy=policy.name))
+                f"memory limit exceeded: {limits.memory_mb} MB (policy '{policy.name}'): one allocation of "
+                f"{self.budget.numpy_refused / 2**20:,.0f} MB (an array, a string, a list) was refused before it "
+                f"was made", policy=policy.name))
             error = refused.with_traceback(error.__traceback__)   # the cell line that asked for it
         if error is not None and issubclass(_kind(error), KeyboardInterrupt):
             error = _as_cancel(error, policy)

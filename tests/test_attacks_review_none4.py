@@ -93,11 +93,11 @@ Log of what was tried (one line per attempt class) and the result:
   str.expandtabs: the gate estimates the result as tabsize characters, not tabs x tabsize:
     ('\\t' * 100).expandtabs(300_000_000) (30 GB) passes under the 2048 MB policy and C allocates it
     (MemoryError under an 8 GB RLIMIT_AS; at level none nothing bounds it; 10 tabs: 3 GB allocated,
-    then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13
+    then the sampler's MemoryLimitExceeded)                              allocation not refused    FINDING N4-13 (fixed)
     re.sub('', 'x' * 10**6, 'a' * 10**4): 10 GB joined in C at once (the same replace() is refused);
     ('ab ' * 6e7).split() / splitlines(): one str per part in C, past a 2 GB RLIMIT_AS with a 512 MB
     policy (list(s) of the same size is refused); unicodedata.normalize('NFKD', '\\ufdfa' * 3e7): 18
-    characters per character                                             allocation not refused    FINDING N4-13
+    characters per character                                             allocation not refused    FINDING N4-13 (fixed)
   np.r_ / np.mgrid / np.ma.masked attribute writes                       AttributeError            held
 """
 from __future__ import annotations
@@ -826,17 +826,19 @@ EXPANDTABS_CELLS = {   # cell, the policy's memory limit (MB), the child's RLIMI
 }
 
 
-N4_13_OPEN = pytest.mark.xfail(strict=True, reason="FINDING N4-13: re.sub('', 'x' * 10**6, 'a' * 10**4) joins "
-                               "10 GB in C; str.split/splitlines make one object per part in C; unicodedata."
-                               "normalize grows 18x (no size gate): past the address space given")
 SIZED_NOW = ("str", "bytes")   # expandtabs: estimated as len + tabs x tab size since this review
 
 
-@pytest.mark.parametrize("route", [r if r in SIZED_NOW else pytest.param(r, marks=N4_13_OPEN)
-                                   for r in sorted(EXPANDTABS_CELLS)])
+@pytest.mark.parametrize("route", sorted(EXPANDTABS_CELLS))
 def test_expandtabs_is_sized_by_tabs_times_tab_size(route):
+    """FINDING N4-13, fixed: expandtabs by the size gate; re.sub, split, splitlines and normalize by the bound
+    on the interpreter's large allocations (_numpyguard.c: refused before C allocates, whatever code asks)."""
     cell, memory_mb, address_space_gb = EXPANDTABS_CELLS[route]
     result = run_cell_in_child(cell, limits={"timeout": 30, "memory_mb": memory_mb},
                                rlimits={"RLIMIT_AS": address_space_gb << 30}, report=("status", "ename", "evalue"),
                                timeout=120)
-    assert result.get("ename") == "SizeDenied", result
+    if route in SIZED_NOW:
+        assert result.get("ename") == "SizeDenied", result
+    else:
+        assert result.get("ename") == "MemoryLimitExceeded" and "refused before it was made" in result["evalue"], \
+            result
