@@ -263,6 +263,7 @@ install(PyObject *Py_UNUSED(module), PyObject *capsule)
  * PyMem_RawMalloc), so a hook there bounds them all, whatever code asks: while a cell runs, on the cell's
  * own thread, an allocation larger than what is left of the limit fails (MemoryError, reported as the
  * memory limit). The hook wraps the interpreter's allocator, as tracemalloc does. */
+static void guard_tuple_hash(void);
 static PyMemAllocatorEx raw_inner;
 static int raw_hooked = 0;
 
@@ -325,6 +326,7 @@ set_limit(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     if (limit > 0)
         hook_raw_allocator();
+    guard_tuple_hash();   /* whether or not the cell imports numpy (the C recursion section below) */
 #ifdef __linux__
     cell_thread = pthread_self();
 #endif
@@ -360,6 +362,130 @@ checked_array_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     Py_DECREF(verdict);
     return array;
+}
+
+/* -- recursion in C without a check --------------------------------------------------------------------
+ * Some C code recurses through an object's own contents with no recursion check, so a cell's object nested
+ * deeply enough overflows the C stack and the process dies (review 4, N4-11): tuple's hash (hash() of a
+ * tuple nested 10**6 deep, or using it as a dict key or set member), and numpy's object loops, which apply
+ * the element's number slots to each element: an object array holding itself (a[0] = a; -a, abs(a), a + a,
+ * float(a), bool(a)) calls ndarray's slot again, forever. Those slots are wrapped with CPython's own
+ * recursion check: past the recursion limit they raise RecursionError. (Comparisons already check.) */
+static hashfunc original_tuple_hash = NULL;
+
+static Py_hash_t
+checked_tuple_hash(PyObject *v)
+{
+    Py_hash_t h;
+    if (Py_EnterRecursiveCall(" while hashing a tuple"))
+        return -1;
+    h = original_tuple_hash(v);
+    Py_LeaveRecursiveCall();
+    return h;
+}
+
+static void
+guard_tuple_hash(void)
+{
+    if (PyTuple_Type.tp_hash != checked_tuple_hash) {
+        original_tuple_hash = PyTuple_Type.tp_hash;
+        PyTuple_Type.tp_hash = checked_tuple_hash;
+        PyType_Modified(&PyTuple_Type);
+    }
+}
+
+#define CHECKED_UNARY(slot)                                                                             \
+    static unaryfunc original_##slot = NULL;                                                            \
+    static PyObject *checked_##slot(PyObject *a)                                                       \
+    {                                                                                                  \
+        PyObject *r;                                                                                   \
+        if (Py_EnterRecursiveCall(" in an array operation"))                                          \
+            return NULL;                                                                               \
+        r = original_##slot(a);                                                                        \
+        Py_LeaveRecursiveCall();                                                                       \
+        return r;                                                                                      \
+    }
+#define CHECKED_BINARY(slot)                                                                            \
+    static binaryfunc original_##slot = NULL;                                                           \
+    static PyObject *checked_##slot(PyObject *a, PyObject *b)                                          \
+    {                                                                                                  \
+        PyObject *r;                                                                                   \
+        if (Py_EnterRecursiveCall(" in an array operation"))                                          \
+            return NULL;                                                                               \
+        r = original_##slot(a, b);                                                                     \
+        Py_LeaveRecursiveCall();                                                                       \
+        return r;                                                                                      \
+    }
+CHECKED_UNARY(nb_negative)
+CHECKED_UNARY(nb_positive)
+CHECKED_UNARY(nb_absolute)
+CHECKED_UNARY(nb_invert)
+CHECKED_UNARY(nb_int)
+CHECKED_UNARY(nb_float)
+CHECKED_BINARY(nb_add)
+CHECKED_BINARY(nb_subtract)
+CHECKED_BINARY(nb_multiply)
+CHECKED_BINARY(nb_remainder)
+CHECKED_BINARY(nb_floor_divide)
+CHECKED_BINARY(nb_true_divide)
+CHECKED_BINARY(nb_lshift)
+CHECKED_BINARY(nb_rshift)
+CHECKED_BINARY(nb_and)
+CHECKED_BINARY(nb_or)
+CHECKED_BINARY(nb_xor)
+CHECKED_BINARY(nb_matrix_multiply)
+
+static ternaryfunc original_nb_power = NULL;
+static PyObject *
+checked_nb_power(PyObject *a, PyObject *b, PyObject *c)
+{
+    PyObject *r;
+    if (Py_EnterRecursiveCall(" in an array operation"))
+        return NULL;
+    r = original_nb_power(a, b, c);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static inquiry original_nb_bool = NULL;
+static int
+checked_nb_bool(PyObject *a)
+{
+    int r;
+    if (Py_EnterRecursiveCall(" in an array operation"))
+        return -1;
+    r = original_nb_bool(a);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+#define WRAP(numbers, slot)                                                                             \
+    if (numbers->slot != NULL && numbers->slot != checked_##slot) {                                    \
+        original_##slot = numbers->slot;                                                               \
+        numbers->slot = checked_##slot;                                                                \
+    }
+
+/* guard_c_recursion(ndarray): tuple's hash and ndarray's number slots check the recursion depth. */
+static PyObject *
+guard_c_recursion(PyObject *Py_UNUSED(module), PyObject *cls)
+{
+    PyNumberMethods *numbers;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "guard_c_recursion: expected ndarray");
+        return NULL;
+    }
+    guard_tuple_hash();
+    numbers = ((PyTypeObject *)cls)->tp_as_number;
+    if (numbers != NULL && original_nb_add == NULL) {
+        WRAP(numbers, nb_negative) WRAP(numbers, nb_positive) WRAP(numbers, nb_absolute)
+        WRAP(numbers, nb_invert) WRAP(numbers, nb_int) WRAP(numbers, nb_float) WRAP(numbers, nb_bool)
+        WRAP(numbers, nb_add) WRAP(numbers, nb_subtract) WRAP(numbers, nb_multiply)
+        WRAP(numbers, nb_remainder) WRAP(numbers, nb_floor_divide) WRAP(numbers, nb_true_divide)
+        WRAP(numbers, nb_lshift) WRAP(numbers, nb_rshift) WRAP(numbers, nb_and) WRAP(numbers, nb_or)
+        WRAP(numbers, nb_xor) WRAP(numbers, nb_matrix_multiply) WRAP(numbers, nb_power)
+        PyType_Modified((PyTypeObject *)cls);
+    }
+    Py_RETURN_NONE;
 }
 
 /* guard_array_new(ndarray, check): from now on ndarray's constructor calls check(new_array). */
@@ -988,6 +1114,8 @@ static PyMethodDef methods[] = {
     {"guard_class_writes", guard_class_writes, METH_VARARGS,
      "guard_class_writes(check, names): writing one of names on a class asks check(cls, name, value) while a cell runs"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
+    {"guard_c_recursion", guard_c_recursion, METH_O,
+     "guard_c_recursion(ndarray): tuple's hash and ndarray's number slots check the recursion depth"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},
     {"refused", refused, METH_NOARGS, "refused() -> bytes of the last refused allocation since set_limit"},
     {NULL, NULL, 0, NULL}

@@ -896,6 +896,8 @@ def _guard_numpy_constructor(np) -> bool:
         if cell_is_running():
             _checked_array(CURRENT_GATES.get(), np, arr, "ndarray()")
     _numpyguard.guard_array_new(np.ndarray, runtime_callable(check_new_array))
+    if hasattr(_numpyguard, "guard_c_recursion"):
+        _numpyguard.guard_c_recursion(np.ndarray)   # tuple hashes, self-holding object arrays (N4-11)
     _numpyguard.guard_array_buffer(np.ndarray, np.dtype, runtime_callable(_refuse_object_buffer))
     pending = list(np.ndarray.__subclasses__())
     while pending:
