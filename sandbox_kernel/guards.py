@@ -30,6 +30,7 @@ import sys
 import typing
 import warnings
 import weakref
+import zoneinfo
 
 try:
     from . import _numpyguard   # optional C extension (setup.py)
@@ -717,6 +718,15 @@ def _ticking_factory(fn, gates):
 
 
 
+def _guard_zoneinfo(cls, gates):
+    """zoneinfo.ZoneInfo keeps one instance per key for the whole process, and the instance holds the key
+    object it was made from: a cell's str subclass (split = partial(np.savetxt, ...)) became every later
+    ZoneInfo('Europe/Paris').key in the process (review 6, N6-3). The cell's constructor passes an exact str."""
+    def construct(make, key, *args, **kwargs):
+        return make(str.__str__(key) if isinstance(key, str) else key, *args, **kwargs)
+    return _stand_in_class(cls, construct)
+
+
 CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 itertools.repeat: _guard_endless, math.factorial: _guard_big_math,
                 math.comb: _guard_big_math, math.perm: _guard_big_math,
@@ -736,7 +746,7 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 decimal.localcontext: _guard_decimal_activation,
                 itertools.tee: lambda fn, gates: _NESTING_TEE,
                 typing.get_origin: _guard_typing_introspection, typing.get_args: _guard_typing_introspection,
-                csv.reader: _guard_csv_reader,
+                csv.reader: _guard_csv_reader, zoneinfo.ZoneInfo: _guard_zoneinfo,
                 # typing's alias of deque, callable like it
                 typing.Deque: lambda fn, gates: gates.guarded(collections.deque, _guard_consumer)}
 if hasattr(enum, "global_enum"):   # 3.11+

@@ -5,7 +5,7 @@ others had in the working tree at the time (N5-8 fixed: an object of a cell clas
 __call__; pandas' extension dtypes read-only). Each test performs the real attack in an Engine with the
 data-science policy, in a child process (tests/childcell.py): the cell plants, then the probe acts as the
 unconfined host. Findings are strict xfails named FINDING N6-k; attempts that were held are plain regression
-tests. N6-1, N6-2, N6-4 and N6-5 were fixed right after the review (regression tests now); N6-3 is open.
+tests. N6-1 to N6-5 were fixed right after the review: regression tests now.
 
 Log of what was tried (one line per attempt class) and the result:
   a cell CLASS as the callable stored on a library object (gates._cell_or_builtin_callable accepts any class
@@ -27,7 +27,7 @@ Log of what was tried (one line per attempt class) and the result:
     returns that object, whose .key and str() are the cell's S (S == 'Europe/Paris', same hash). S's class
     body holds split = partial(np.savetxt, outside, ...) (zoneinfo's loader calls only startswith on the key,
     so the cell's own creation writes nothing); the host's tz.key.split('/') / str(tz).split('/') writes
-    the file                                                                    file written  FINDING N6-3
+    the file                                                                    file written  FINDING N6-3 (fixed)
     (pandas/plotly tz-aware repr, to_json, to_csv, astype(str), DatetimeTZDtype parsing, tz_convert: no str
     method of the key called)                                                                  not reached
   plotly's ValidatorCache (class-level dict, filled on first use, read by every figure and by the kernel's
@@ -175,9 +175,7 @@ def probe_host(report):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N6-3: zoneinfo's process-wide cache keeps the cell's str-subclass "
-                   "key; the host's ZoneInfo('Europe/Paris').key is the cell's object and key.split('/') runs "
-                   "its partial(np.savetxt, outside)")
+# FINDING N6-3, fixed: the cell's zoneinfo.ZoneInfo passes an exact str to the real one (guards._guard_zoneinfo).
 def test_the_zoneinfo_cache_hands_the_host_no_cell_key(outside_dir):
     target = outside_dir / "zoneinfo-key.sh"
     result = run_cell_in_child(ZONE_CELL.format(writer=_writer(target)), report=("status", "ename"),
