@@ -1142,6 +1142,8 @@ class Gates:
                                           "classes not defined in the sandbox are read-only"))
             if n in SPECIAL_METHODS and not CLASS_WRITES_IN_C:   # else type's setattr decides (check_class_write)
                 return _guards._BoundedWrite(obj, lambda value: self._special_method_written(obj, n, value))
+            if n not in SPECIAL_METHODS and _library_defines(type.__dict__["__mro__"].__get__(obj), n):
+                return _guards._BoundedWrite(obj, lambda value: self._library_override_written(obj, n, value))
             return obj
         if t is FunctionType or t is BuiltinFunctionType or t is MethodType:
             if not is_sandbox_function(obj) or (n.startswith("__") and n not in _WRITABLE_FUNCTION_DUNDERS):
@@ -1214,6 +1216,14 @@ class Gates:
             self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (delete)",
                                       "a library's objects lose no attributes in the sandbox"))
         return _guards._BoundedWrite(obj, check, refuse_delete)
+
+    def _library_override_written(self, cls, name, value):
+        """C.name = v where a library class C derives from defines name: the library's own methods call it
+        (enum's __repr__ calls _value_repr_, pandas' operations call _constructor)."""
+        what = _library_override_refusal(name, value, mro=type.__dict__["__mro__"].__get__(cls))
+        if what is not None:
+            self.deny(_special_method_denial(_type_name(cls), what))
+        return value
 
     def _special_method_written(self, cls, name, value):
         """Without the extension's class-write sink: the cell's own write of a special method, checked."""
@@ -1714,13 +1724,42 @@ def _class_denial(name, bases, namespace, gates, special_methods=True, maker=Non
     if why is not None:
         return BuiltinDenied(*why)
     if special_methods:
+        library_bases = [k for b in bases if isinstance(b, type) for k in type.__dict__["__mro__"].__get__(b)]
         for key, value in namespace.items():
             exact = _exact_name(key)
             if exact in SPECIAL_METHODS:
                 what = _special_method_refusal(exact, value, maker)
-                if what is not None:
-                    return _special_method_denial(name if type(name) is str else "?", what)
+            elif _library_defines(library_bases, exact):
+                what = _library_override_refusal(exact, value, maker, library_bases)
+            else:
+                continue
+            if what is not None:
+                return _special_method_denial(name if type(name) is str else "?", what)
     return None
+
+
+def _library_defines(mro, name) -> bool:
+    """A library class in mro defines name (its own methods may call it on the cell's class)."""
+    return bool(_library_values(mro, name))
+
+
+def _library_values(mro, name) -> list:
+    return [type.__dict__["__dict__"].__get__(k)[name] for k in mro
+            if k is not object and not is_sandbox_class(k) and name in type.__dict__["__dict__"].__get__(k)]
+
+
+def _library_override_refusal(name, value, maker=None, mro=()):
+    """What is refused when value overrides a library base's attribute name on a cell's class: the same rule
+    as a special method for anything callable (a library callable there runs when the library's own
+    methods call it: enum's __repr__ calls _value_repr_, pandas' operations _constructor); data passes, and
+    so does the base's own value (enum's class machinery copies _generate_next_value_ into the class)."""
+    if not (callable(value) or isinstance(value, (staticmethod, classmethod, property))):
+        return None
+    if any(value is own for own in _library_values(mro, name)):
+        return None
+    if isinstance(value, type) and (_builtin_type(value) or any(value is k for k in mro)):
+        return None   # a class the cell's class already derives from (enum's _member_type_: its mixin)
+    return _special_method_refusal(name, value, maker)
 
 
 def check_new_class(metatype, args, kwds):

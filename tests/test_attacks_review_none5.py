@@ -461,8 +461,9 @@ MMAP_ROUTES = {
 }
 
 
-# FINDING N5-5, fixed: files are never memory-mapped while a cell runs (confine: mmap.__new__ of a file is
-# refused); np.load, wavfile.read and netcdf_file read into memory instead (guards), so the values still come.
+# FINDING N5-5, fixed: no array a cell holds lies over a map of a file: np.load, wavfile.read and netcdf_file
+# read into memory instead (guards), so the values still come. (Maps inside one library call stay: pandas 3
+# maps a big CSV for the length of read_csv.)
 @pytest.mark.parametrize("route", sorted(MMAP_ROUTES))
 def test_memory_mapped_arrays_over_a_truncated_file_do_not_crash_the_process(route):
     result = _run("import numpy as np\n" + MMAP_ROUTES[route])
@@ -470,12 +471,10 @@ def test_memory_mapped_arrays_over_a_truncated_file_do_not_crash_the_process(rou
     assert result["status"] == "ok", result   # read into memory: truncating the file later changes nothing
 
 
-@pytest.mark.parametrize("cell", ["import mmap\n", "import pandas as pd\nopen('t.csv', 'w').write('a\\n1\\n')\n"
-                                  "d = pd.read_csv('t.csv', memory_map=True)\n"])
-def test_other_file_maps_are_refused_or_denied(cell):
-    result = _run(cell)
+def test_the_mmap_module_is_not_handed_out():
+    result = _run("import mmap\n")
     assert "crashed" not in result, result
-    assert result["status"] == "error" and result["ename"] in ("ImportDenied", "OperationDenied"), result
+    assert result["status"] == "error" and result["ename"] == "ImportDenied", result
 
 
 # --- N5-6: iterator nesting through itertools.cycle and chain.from_iterable ----------------------------------------
