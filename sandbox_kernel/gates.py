@@ -610,6 +610,9 @@ class Gates:
             decision = self._plain_data_only(obj if is_class else t, n)
         if decision is _ALLOW and not is_class and _built_on_index_arrays(t):
             decision = self._index_arrays_read_only(n)
+        if decision is _ALLOW and (not is_sandbox_class(obj) and not _guards.kept_per_engine(obj, n) if is_class
+                                   else _read_only_instances(t)):
+            decision = self._containers_copied(n)
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
@@ -623,6 +626,23 @@ class Gates:
                 self._class_cache.clear()
             self._class_cache[(obj, name)] = decision
         return decision
+
+    def _containers_copied(self, n):
+        """The read of n on a library class or a process-wide library object (read-only instance types): a
+        list, dict or set comes as the cell's own copy. Those containers are the process's, and an in-place
+        change outlives the cell (textwrap.TextWrapper's translation table, calendar.HTMLCalendar.cssclasses,
+        a cached plotly validator's flags: review 7, N7-1/N7-3)."""
+        def read(obj):
+            value = getattr(obj, n)
+            if type(value) in _COPIED_CONTAINERS:
+                return _plain_copy(value)
+            tv = type(value)
+            if tv in _PLAIN_TYPES:
+                if tv is MethodType and value.__func__ not in self._safe_functions:
+                    return self._check_method(value, n)
+                return value
+            return self._check_value(value, obj, n)
+        return read
 
     def _index_arrays_read_only(self, n):
         """The read of n on a scipy object (or a pandas sparse index): an integer array comes as a read-only
@@ -1068,6 +1088,12 @@ class Gates:
             for item in value:
                 if isinstance(item, type) or callable(item) and not isinstance(item, (str, bytes)):
                     self._check_value(item, mod, f"{modname}.{n}")
+        if type(value) is dict and any(type(v) in _COPIED_CONTAINERS for v in value.values()):
+            # a module-level table of lists (plotly.colors.PLOTLY_SCALES): the cell's own copy per read, the
+            # lists inside included (review 7, N7-1: PLOTLY_SCALES['Greys'].append changed the process's)
+            decision = (lambda v: lambda _m: _plain_copy(v))(value)
+            self._cache[(mod, n)] = decision
+            return decision
         if type(value) is dict:
             # a library's module-level table (np.sctypeDict): readable, never changed by a cell
             checked = types.MappingProxyType(value)
@@ -2444,7 +2470,10 @@ _READ_ONLY_INSTANCE_PACKAGES = ("dateutil",)
 # validators (one cached instance per property, shared by every figure and read by the kernel's output
 # wall), scipy.stats' distributions (st.norm is one object for the whole process).
 _READ_ONLY_INSTANCE_MODULES = ("_plotly_utils.", "plotly.validators.", "scipy.stats._continuous_distns",
-                               "scipy.stats._discrete_distns", "scipy.stats._distn_infrastructure")
+                               "scipy.stats._discrete_distns", "scipy.stats._distn_infrastructure",
+                               # pandas' holiday rules are module-level objects every calendar shares
+                               # (EasterMonday.offset.append shifted the host's dates: review 7, N7-2)
+                               "pandas.tseries.holiday")
 # numpy caches one finfo/iinfo per type for everyone: np.finfo(np.float64).eps = 0.5 would be the host's.
 _READ_ONLY_LIBRARY_TYPES = frozenset({("numpy", "finfo"), ("numpy", "iinfo")})
 _LIBRARY_OBJECT = object()   # the write cache's mark: a library object's attribute, the value is checked
@@ -2453,6 +2482,22 @@ _LIBRARY_OBJECT = object()   # the write cache's mark: a library object's attrib
 # Libraries whose objects keep arrays they index with in C (scipy's splines, triangulations, trees, sparse
 # arrays; pandas' sparse indexes): see Gates._index_arrays_read_only and _library_object_write.
 _INDEXING_LIBRARIES = ("scipy.", "pandas._libs.sparse", "pandas.core.arrays.sparse")
+
+
+_COPIED_CONTAINERS = (list, dict, set, bytearray)
+
+
+def _plain_copy(value, depth=0):
+    """A copy of a container of the process's, nested lists/dicts/sets copied too (a few levels): what the
+    cell changes is its own. Other objects inside are the same objects."""
+    t = type(value)
+    if depth > 4 or t not in _COPIED_CONTAINERS:
+        return value
+    if t is dict:
+        return {k: _plain_copy(v, depth + 1) for k, v in dict.items(value)}
+    if t is list:
+        return [_plain_copy(v, depth + 1) for v in list.__iter__(value)]
+    return t(value)
 
 
 def _built_on_index_arrays(cls) -> bool:

@@ -1637,6 +1637,13 @@ LIBRARY_STATE = (_PandasOptions(),
                             ("_use_unicode",)))
 
 
+def kept_per_engine(cls, name) -> bool:
+    """cls.name is class data the engine keeps as its own (a _ClassData above): a cell changes it in place
+    for its own later cells (dateutil's parser word lists), never for the host's."""
+    return any(type(state) is _ClassData and name in state._attributes and state._class() is cls
+               for state in LIBRARY_STATE)
+
+
 def swap_in_library_state() -> None:
     """The engine's values in place of the host's, for each piece of state not yet swapped in this cell (at
     the cell's start, and after each module load during it)."""

@@ -100,10 +100,10 @@ HONEST = {
                             "v = d['k']"),
     "text_wrapper_width": "import textwrap\nw = textwrap.TextWrapper()\nw.width = 5\nv = w.wrap('aaa bbb ccc')",
     "masked_fill_value": "m = np.ma.masked_array([1, 2], mask=[0, 1])\nm.fill_value = 7\nv = int(m.filled()[1])",
-    "cell_function_on_a_library_object": ("import pandas.tseries.holiday as h\n"
-                                          "hol = h.Holiday('x', month=1, day=1)\n"
-                                          "def nearest(d):\n    return h.nearest_workday(d)\n"
-                                          "hol.observance = nearest\nv = str(hol.dates('2021-01-01', '2021-12-31')[0].date())"),
+    "cell_function_on_a_library_object": ("from scipy.stats import gaussian_kde\n"
+                                          "kde = gaussian_kde(np.random.rand(20))\n"
+                                          "def narrow():\n    return 0.25\n"
+                                          "kde.covariance_factor = narrow\nkde.set_bandwidth()\nv = float(kde.factor)"),
     "library_callable_given_to_a_constructor": ("import pandas.tseries.holiday as h\n"
                                                 "v = str(h.Holiday('x', month=1, day=2, observance=h.nearest_workday)"
                                                 ".dates('2021-01-01', '2021-12-31')[0].date())"),

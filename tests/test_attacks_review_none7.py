@@ -113,10 +113,6 @@ STDLIB_CONTAINERS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N7-1: containers held by granted classes (textwrap.TextWrapper."
-                   "unicode_whitespace_trans, calendar.HTMLCalendar.cssclasses) and nested in module-level "
-                   "mappingproxies (plotly.colors.PLOTLY_SCALES[...]) are mutated in place by a cell; the host "
-                   "sees the change after the cell")
 @pytest.mark.parametrize("case", sorted(STDLIB_CONTAINERS))
 def test_library_class_containers_are_not_changed_for_the_host(case):
     cell, use, expected = STDLIB_CONTAINERS[case]
@@ -137,8 +133,6 @@ def test_the_host_holidays_are_right_without_a_cell():
     assert result.get("host") == EASTER_TRUE, result
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N7-2: EasterMonday.offset / GoodFriday.offset (lists on pandas' "
-                   "module-level Holiday instances) take append and item writes; the host's holidays shift")
 def test_holiday_offset_lists_are_not_changed_for_the_host():
     cell = ("import pandas as pd\nfrom pandas.tseries.holiday import EasterMonday, GoodFriday\n"
             "EasterMonday.offset.append(pd.DateOffset(days=1))\n"
@@ -201,16 +195,11 @@ def test_the_wall_removes_an_unknown_fill_and_mode_without_a_cell():
     assert result.get("plotly") == "refused", result
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N7-3: plotly validators' .values/.flags lists are mutated in place "
-                   "by a cell (the validators are read-only for attribute writes only); the kernel's output wall "
-                   "builds its leaves from them afterwards and passes fill='<img onerror>' and an unknown mode")
 def test_plotly_validator_lists_do_not_widen_the_output_wall():
     result = _run(PLANT_VALIDATORS, HOST_WALL)
     assert result.get("wall") in ("rejected", [None, None]), json.dumps(result)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N7-3: the host's go.Scatter(mode='PWN+lines') is accepted after the "
-                   "cell appended 'PWN' to the shared FlaglistValidator's flags")
 def test_plotly_validator_lists_are_not_changed_for_the_host():
     result = _run(PLANT_VALIDATORS, HOST_PLOTLY)
     assert result.get("plotly") == "refused", json.dumps(result)
