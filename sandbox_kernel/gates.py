@@ -1721,6 +1721,13 @@ def _class_refusal(bases, namespace, gates):
         if gates is not None and gates._foreign_class(base):
             return (f"a subclass of {_type_name(base)}",
                     "classes of libraries the policy does not grant cannot be subclassed")
+        if _hands_c_index_data(base):
+            # a cell's subclass answers the index data the library's C code trusts: a property for a
+            # csr_array's indices, get_window_bounds of a window indexer, factorize of an extension array
+            # (review 8: memory read and written by address)
+            return (f"a subclass of {_type_name(base)}",
+                    "its objects hand C code index data that the C code does not check; use the library's own "
+                    "classes")
         if base in _abstract_c_bases():
             # numpy's BitGenerator leaves its C function table to the concrete generators: a subclass of
             # it hands Generator NULL pointers, and the first draw calls one (review 5, N5-7)
@@ -1728,6 +1735,20 @@ def _class_refusal(bases, namespace, gates):
                     "it is an abstract base whose C parts only numpy's own generators fill: subclass "
                     "MT19937, PCG64, Philox or SFC64")
     return None
+
+
+# Modules whose classes hand their index data to C or Cython that trusts it: a cell may use their objects
+# but not subclass them (Gates' index-array rules cover the library's own objects).
+_C_INDEX_DATA_MODULES = ("scipy.sparse", "scipy.spatial", "scipy.interpolate", "pandas.core.indexers",
+                         "pandas.api.indexers", "pandas.core.arrays", "pandas._libs")
+
+
+def _hands_c_index_data(cls) -> bool:
+    for k in type.__dict__["__mro__"].__get__(cls):
+        module = type.__dict__["__module__"].__get__(k)
+        if type(module) is str and module.startswith(_C_INDEX_DATA_MODULES) and not is_sandbox_class(k):
+            return True
+    return False
 
 
 def _abstract_c_bases() -> tuple:

@@ -19,6 +19,7 @@ import dataclasses
 import decimal
 import enum
 import functools
+import hashlib
 import heapq
 import io
 import itertools
@@ -727,6 +728,20 @@ def _guard_zoneinfo(cls, gates):
     return _stand_in_class(cls, construct)
 
 
+def _guard_scrypt(fn, gates):
+    """hashlib.scrypt allocates its 128 x n x r bytes in OpenSSL, past every allocator the sandbox bounds
+    (review 8, N8-4: 1 GB under a 256 MB policy): the size is checked first, and maxmem never exceeds it."""
+    @functools.wraps(fn)
+    def scrypt(password, *, salt, n, r, p, maxmem=0, dklen=64):
+        need = 128 * operator.index(n) * operator.index(r) * max(operator.index(p), 1)
+        if need > gates.max_bytes:
+            gates.deny(SizeDenied(f"hashlib.scrypt needing ~{need:,} bytes",
+                                  f"one step may use at most {gates.max_bytes:,} bytes (the policy's memory limit)"))
+        return fn(password, salt=salt, n=n, r=r, p=p, maxmem=min(operator.index(maxmem) or gates.max_bytes,
+                                                                   gates.max_bytes), dklen=dklen)
+    return runtime_callable(scrypt)
+
+
 CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 itertools.repeat: _guard_endless, math.factorial: _guard_big_math,
                 math.comb: _guard_big_math, math.perm: _guard_big_math,
@@ -757,6 +772,8 @@ for _name, _what in (("dataclass_transform", "class"), ("override", "function"))
         CALL_GUARDS[getattr(typing, _name)] = _guard_target_is_sandboxed(_what)
 if hasattr(typing, "no_type_check_decorator"):
     CALL_GUARDS[typing.no_type_check_decorator] = _guard_no_type_check_decorator
+if hasattr(hashlib, "scrypt"):   # (OpenSSL builds only)
+    CALL_GUARDS[hashlib.scrypt] = _guard_scrypt
 CALL_GUARDS[abc.abstractclassmethod] = _guard_abstract_wrapper
 CALL_GUARDS[abc.abstractstaticmethod] = _guard_abstract_wrapper
 for _cls, _stand_in in NESTING_STAND_INS.items():
