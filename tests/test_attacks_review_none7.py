@@ -158,7 +158,9 @@ def test_a_cell_offset_overriding_add_datetime_ndarray_with_a_partial_is_refused
             "class Off(pd.DateOffset):\n    _add_datetime_ndarray = W\n"
             "EasterMonday.offset.append(Off(days=1))\n")
     result = _run(cell, HOST_EASTER)
-    assert result["ename"] == "AttributeDenied", result
+    # refused at the library override (AttributeDenied), and since review 8 already at the class: a cell may not
+    # subclass pandas' _libs classes (BuiltinDenied)
+    assert result["ename"] in ("AttributeDenied", "BuiltinDenied"), result
     assert result.get("host") == EASTER_TRUE, result
     assert not target.exists()
 
@@ -205,10 +207,9 @@ def test_plotly_validator_lists_are_not_changed_for_the_host():
     assert result.get("plotly") == "refused", json.dumps(result)
 
 
-# What the kernel does (added with the fix): at level none the kernel's backend builds the wall's whole schema
-# before any cell runs (isolation._complete_the_output_walls_plotly_schema), and its leaves keep copies
-# (frozensets), so the same planting cell no longer widens the kernel's wall. The two xfails above model a wall
-# built lazily after cells in the same process, which only an embedder of the bare Engine would have.
+# Through the kernel's own backend (added with the fix): the validators' lists a cell reads are its own copies
+# (gates.Gates._containers_copied: validators are process-wide objects), so the wall the kernel builds after
+# the cell is plotly's own.
 KERNEL_WALL = textwrap.dedent("""
     import json, sys, tempfile
     from sandbox_kernel.isolation import make_backend
@@ -219,11 +220,11 @@ KERNEL_WALL = textwrap.dedent("""
 """) + HOST_WALL + "\nprint(json.dumps(report))\n"
 
 
-def test_the_kernels_wall_is_built_before_any_cell_at_level_none():
+def test_the_kernels_wall_at_level_none_is_not_widened_by_a_cell():
     out = subprocess.run([sys.executable, "-c", KERNEL_WALL, PLANT_VALIDATORS], capture_output=True, text=True,
                          timeout=120, cwd=REPO)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["status"] == "ok", result   # the planting itself is allowed (in-place list changes)
+    assert result["status"] == "ok", result   # the cell changed its own copies
     assert result["wall"] in ("rejected", [None, None]), result
 
 

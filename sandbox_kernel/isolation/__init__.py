@@ -21,7 +21,6 @@ class InProcessBackend:
 
         if workdir:
             os.makedirs(workdir, exist_ok=True)  # as the worker levels do
-        _complete_the_output_walls_plotly_schema()
         self.engine = Engine(policy, workdir=workdir)
 
     def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
@@ -63,17 +62,6 @@ class InProcessBackend:
 
     def shutdown(self):
         self.engine.close()
-
-
-def _complete_the_output_walls_plotly_schema() -> None:
-    """The kernel's output wall builds its Plotly schema from plotly's validators, field by field on first
-    use; in this process cells share those validators, and their lists (flags, enumerated values) take
-    in-place changes (review 7, N7-3: a cell widened what the wall accepts). Built whole before any cell."""
-    try:
-        from ..plotlyfigure import schema
-    except ImportError:   # plotly is not installed: no Plotly output to check
-        return
-    schema().complete()
 
 
 def default_isolation() -> str:
