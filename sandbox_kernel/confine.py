@@ -132,9 +132,6 @@ class ConfinedFiles:
         self._deny(OperationDenied(event, why or "the sandbox does not start processes, load native code, "
                                                  "unpickle or change the process"))
 
-    def quietly(self):
-        return _quietly(self)
-
     def resolve(self, path) -> str:
         if isinstance(path, int) or isinstance(path, bool):
             self._deny(FileDenied(f"file descriptor {path}", "only paths inside the working directory can be opened"))
@@ -285,9 +282,6 @@ class NoFiles:
     def translate_probe(self, path) -> str | None:
         raw = os.fsdecode(os.fspath(path))
         return raw if os.path.isabs(raw) and _installation_path(raw) is not None else None
-
-    def quietly(self):
-        return _quietly(self)
 
     def resolve_native(self, path, writes: bool) -> str:
         return self.library_resolve_read(path) if not writes else self.resolve(path)
@@ -948,13 +942,13 @@ def _confinement():
     fs = _FS.get()
     if fs is not None:
         return fs
-    ident = threading.get_ident()
-    host_time = _HOST_TIME[0]
-    if host_time is not None and host_time[1] == ident:
-        return host_time[0]
+    host_time = _host_time_here()
+    if host_time is not None:
+        return host_time
     active = _ACTIVE[0]
     if active is None:
         return None
+    ident = threading.get_ident()
     thread = _KERNEL_THREADS.get(ident)
     # (the same Thread still: an ident a dead kernel thread left is reused by the next thread started)
     if ident == _CELL_THREAD[0] or thread is None or _LIVE_THREADS.get(ident) is not thread:
@@ -965,8 +959,7 @@ def _confinement():
 def _network_denied() -> bool:
     if _NET_DENIED.get():
         return True
-    host_time = _HOST_TIME[0]
-    if host_time is not None and host_time[1] == threading.get_ident():
+    if _host_time_here() is not None:
         return True
     active = _ACTIVE[0]
     return active is not None and not active[1] and _confinement() is not None
@@ -987,7 +980,7 @@ def enter(files, network_allowed: bool, net_deny):
                            if t.ident != cell_thread and t not in _STARTED_BY_CELLS)
     _CELL_THREAD[0] = cell_thread
     _ACTIVE[0] = (files, bool(network_allowed))
-    _LAST_CELL_FILES[0] = files.quietly()
+    _LAST_CELL_FILES[0] = _quietly(files)
     tokens = _FS.set(files), _NET_DENIED.set(not network_allowed)
     for setup in _AT_CELL_START:
         try:
@@ -1043,12 +1036,25 @@ _LAST_CELL_FILES: list = [None]   # the last cell's files, quietly (no cell to r
 _HOST_TIME: list = [None]         # (files, thread ident) while that thread runs finalizers for the host
 
 
+def _host_time_here():
+    """The files that confine this thread's host time, or None."""
+    host_time = _HOST_TIME[0]
+    return host_time[0] if host_time is not None and host_time[1] == threading.get_ident() else None
+
+
+def _begin_host_time() -> bool:
+    """Confine this thread to the last cell's files, unless it already is confined (or no cell ran yet)."""
+    files = _LAST_CELL_FILES[0]
+    if files is None or _HOST_TIME[0] is not None or _confinement() is not None:
+        return False
+    _HOST_TIME[0] = (files, threading.get_ident())
+    return True
+
+
 def _on_collection(phase, info) -> None:
     if phase == "start":
-        files = _LAST_CELL_FILES[0]
-        if files is not None and _HOST_TIME[0] is None and _confinement() is None:
-            _HOST_TIME[0] = (files, threading.get_ident())
-    elif _HOST_TIME[0] is not None and _HOST_TIME[0][1] == threading.get_ident():
+        _begin_host_time()
+    elif _host_time_here() is not None:
         _HOST_TIME[0] = None
 
 
@@ -1057,11 +1063,7 @@ class dropping_cell_objects:
     (a reset namespace, a replaced engine) are confined as a collection's are."""
 
     def __enter__(self):
-        self._held = False
-        files = _LAST_CELL_FILES[0]
-        if files is not None and _HOST_TIME[0] is None and _confinement() is None:
-            _HOST_TIME[0] = (files, threading.get_ident())
-            self._held = True
+        self._held = _begin_host_time()
         return self
 
     def __exit__(self, *exc):

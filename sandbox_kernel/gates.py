@@ -634,14 +634,7 @@ class Gates:
         a cached plotly validator's flags: review 7, N7-1/N7-3)."""
         def read(obj):
             value = getattr(obj, n)
-            if type(value) in _COPIED_CONTAINERS:
-                return _plain_copy(value)
-            tv = type(value)
-            if tv in _PLAIN_TYPES:
-                if tv is MethodType and value.__func__ not in self._safe_functions:
-                    return self._check_method(value, n)
-                return value
-            return self._check_value(value, obj, n)
+            return _plain_copy(value) if type(value) in _COPIED_CONTAINERS else self._allowed_value(obj, n, value)
         return read
 
     def _index_arrays_read_only(self, n):
@@ -650,14 +643,17 @@ class Gates:
         without bounds checks (Delaunay.simplices, cKDTree.indices, a csr_array's indices, a BlockIndex's
         blengths): tri.simplices[:, 0] = 10**9 read and wrote outside them (review 5, N5-2; N4-9)."""
         def read(obj):
-            value = getattr(obj, n)
-            tv = type(value)
-            if tv in _PLAIN_TYPES:
-                if tv is MethodType and value.__func__ not in self._safe_functions:
-                    return self._check_method(value, n)
-                return value
-            return _read_only_index_view(self._check_value(value, obj, n))
+            return _read_only_index_view(self._allowed_value(obj, n, getattr(obj, n)))
         return read
+
+    def _allowed_value(self, obj, n, value):
+        """What an allowed read of obj.n hands out (getattr inlines the same, on its fast path)."""
+        tv = type(value)
+        if tv in _PLAIN_TYPES:
+            if tv is MethodType and value.__func__ not in self._safe_functions:
+                return self._check_method(value, n)
+            return value
+        return self._check_value(value, obj, n)
 
     def _decide_super_cached(self, obj, name):
         """super() reads depend on the class the super is for and on the instance's kind."""
@@ -1721,7 +1717,7 @@ def _class_refusal(bases, namespace, gates):
         if gates is not None and gates._foreign_class(base):
             return (f"a subclass of {_type_name(base)}",
                     "classes of libraries the policy does not grant cannot be subclassed")
-        if _hands_c_index_data(base):
+        if _derives_from_modules(base, _C_INDEX_DATA_MODULES):
             # a cell's subclass answers the index data the library's C code trusts: a property for a
             # csr_array's indices, get_window_bounds of a window indexer, factorize of an extension array
             # (review 8: memory read and written by address)
@@ -1743,10 +1739,11 @@ _C_INDEX_DATA_MODULES = ("scipy.sparse", "scipy.spatial", "scipy.interpolate", "
                          "pandas.api.indexers", "pandas.core.arrays", "pandas._libs")
 
 
-def _hands_c_index_data(cls) -> bool:
+def _derives_from_modules(cls, prefixes) -> bool:
+    """A library class in cls's MRO comes from a module named by one of prefixes."""
     for k in type.__dict__["__mro__"].__get__(cls):
         module = type.__dict__["__module__"].__get__(k)
-        if type(module) is str and module.startswith(_C_INDEX_DATA_MODULES) and not is_sandbox_class(k):
+        if type(module) is str and module.startswith(prefixes) and not is_sandbox_class(k):
             return True
     return False
 
@@ -2523,11 +2520,7 @@ def _plain_copy(value, depth=0):
 
 def _built_on_index_arrays(cls) -> bool:
     """cls is, or derives from, a class of _INDEXING_LIBRARIES (a cell's subclass of cKDTree too)."""
-    for k in type.__dict__["__mro__"].__get__(cls):
-        module = type.__dict__["__module__"].__get__(k)
-        if type(module) is str and module.startswith(_INDEXING_LIBRARIES):
-            return True
-    return False
+    return _derives_from_modules(cls, _INDEXING_LIBRARIES)
 
 
 def _same_numbers_shape(obj, name, value) -> bool:

@@ -26,8 +26,8 @@ import itertools
 import math
 import operator
 import random
-import types
 import sys
+import types
 import typing
 import warnings
 import weakref

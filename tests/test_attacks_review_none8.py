@@ -234,7 +234,7 @@ def test_bspline_subclass_coefficient_property_is_not_read_past():
             "b = B(np.arange(12.0), np.ones(8), 3)\nEVIL.append(1)\nr = b(np.linspace(3, 8, 1000))\n"
             "ones = bool(np.allclose(r, 1.0))\n")
     result = _run(cell, ns=("ones",))
-    # held by evaluation (c is not read), and since review 8 refused at the class (gates._hands_c_index_data)
+    # held by evaluation (c is not read), and since review 8 refused at the class (gates._C_INDEX_DATA_MODULES)
     assert result["status"] == "ok" and result["ones"] or result["ename"] == "BuiltinDenied", result
 
 
