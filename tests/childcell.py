@@ -91,3 +91,18 @@ def run_cell_in_child(source: str, policy: str = "data-science", *, limits: dict
     if "returncode" in report:
         result["returncode"] = out.returncode
     return result
+
+
+def savetxt_writer(path, payload: str) -> str:
+    """Source of a library callable that writes `payload` to `path` whatever positional argument follows
+    (np.savetxt writes the rows before it looks at `footer`): what attacks plant for the host to call."""
+    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{payload!r}], dtype=object), "
+            "'%s', ' ', '\\n', '')")
+
+
+def host_probe(use: str, *, catch: str = "Exception", detail: bool = False) -> str:
+    """A probe_host(report) that runs `use` as the host after the cell; what it raises (of `catch`) goes
+    to report['host_error']: its type, and with `detail` its message."""
+    error = "type(exc).__name__" + (" + ': ' + str(exc)[:200]" if detail else "")
+    return ("def probe_host(report):\n    try:\n" + textwrap.indent(use or "pass", " " * 8) +
+            f"\n    except {catch} as exc:\n        report['host_error'] = {error}\n")

@@ -110,16 +110,13 @@ import textwrap
 
 import pytest
 
-from childcell import REPO, run_cell_in_child
+from childcell import REPO, host_probe, run_cell_in_child, savetxt_writer
 
 PAYLOAD = "echo PWNED-BY-REVIEW4"
 
 
 def _savetxt_partial(path) -> str:
-    """A library callable that writes PAYLOAD to `path` whatever positional argument follows (np.savetxt
-    writes the rows before it looks at `footer`)."""
-    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{PAYLOAD!r}], dtype=object), "
-            "'%s', ' ', '\\n', '')")
+    return savetxt_writer(path, PAYLOAD)
 
 
 # --- N4-1: pandas' holiday-calendar registry ---------------------------------------------------------------
@@ -188,15 +185,6 @@ SINGLETON_ROUTES = {
         "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
 }
 
-HOST_CALLS = """
-def probe_host(report):
-    try:
-{use}
-    except Exception as exc:
-        report['host_error'] = type(exc).__name__
-"""
-
-
 @pytest.mark.parametrize("route", sorted(SINGLETON_ROUTES))
 def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_host(outside, route):
     cell, use = SINGLETON_ROUTES[route]
@@ -204,7 +192,7 @@ def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_h
     writer = _savetxt_partial(target)
     writer7 = writer[:-1] + ", '')"   # one more positional: validate_coerce(v) lands in `comments`
     result = run_cell_in_child(cell.format(writer=writer, writer7=writer7), report=("status", "ename"),
-                               probe=HOST_CALLS.replace("{use}", textwrap.indent(use, " " * 8)))
+                               probe=host_probe(use))
     assert "crashed" not in result, result
     assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
 

@@ -112,7 +112,7 @@ import json
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import host_probe, run_cell_in_child
 
 
 def _run(cell: str, **kwargs) -> dict:
@@ -132,13 +132,6 @@ def _in_engine(source: str, workdir) -> tuple[dict, str]:
 def workdir(tmp_path):
     d = tmp_path / "work"
     d.mkdir()
-    return d
-
-
-@pytest.fixture
-def outside_dir(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir(exist_ok=True)
     return d
 
 
@@ -417,8 +410,7 @@ def test_shared_registries_and_private_state_are_refused(workdir, cell):
     "np.loadtxt('file://{secret}', delimiter=',', skiprows=1)", "glob.glob('{outside}/*')",
     "glob.glob('*', root_dir='{outside}')",
 ])
-def test_library_reads_outside_the_working_directory_are_refused(workdir, outside_dir, read):
-    outside = outside_dir
+def test_library_reads_outside_the_working_directory_are_refused(workdir, outside, read):
     secret = outside / "secret.csv"
     secret.write_text("a,b\n1,2\n")
     cell = ("import numpy as np, pandas as pd, plotly.io as pio, glob\n"
@@ -546,30 +538,23 @@ PARTIAL_SUBCLASS = ("import functools, numpy as np, pandas as pd\nclass P(functo
 
 PARTIAL_SUBCLASS_ROUTES = {
     "shared_float64_dtype": ("pd.array([1.5, None]).dtype.construct_array_type = W\n",
-                             "import pandas as pd\n    pd.Series([1.5, None]).convert_dtypes()"),
+                             "import pandas as pd\npd.Series([1.5, None]).convert_dtypes()"),
     "holiday_observance": ("import pandas.tseries.holiday as h\nh.USMemorialDay.observance = W\n",
-                           "import pandas as pd\n    from pandas.tseries.holiday import USFederalHolidayCalendar\n"
-                           "    pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
-    "numpy_ma_operation": ("np.ma.sqrt.f = W\n", "import numpy as np\n    np.ma.sqrt(np.ma.array([4.0]))"),
+                           "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+                           "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "numpy_ma_operation": ("np.ma.sqrt.f = W\n", "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
 }
 
-HOST_USES = """
-def probe_host(report):
-    try:
-        {use}
-    except Exception as exc:
-        report['host_error'] = type(exc).__name__
-"""
 
 
 # FINDING N5-8, fixed: an object of a cell class is the cell's callable only if its __call__ is the cell's
 # function (gates._cell_or_builtin_callable), and pandas' extension dtypes are read-only (shared by the process).
 @pytest.mark.parametrize("route", sorted(PARTIAL_SUBCLASS_ROUTES))
-def test_partial_subclass_on_a_library_object_does_not_reach_the_host(outside_dir, route):
-    target = outside_dir / f"partial-subclass-{route}.sh"
+def test_partial_subclass_on_a_library_object_does_not_reach_the_host(outside, route):
+    target = outside / f"partial-subclass-{route}.sh"
     plant, use = PARTIAL_SUBCLASS_ROUTES[route]
     result = run_cell_in_child(PARTIAL_SUBCLASS.format(target=str(target)) + plant, report=("status", "ename"),
-                               probe=HOST_USES.replace("{use}", use.replace("\n    ", "\n        ")))
+                               probe=host_probe(use))
     assert "crashed" not in result, result
     assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
 

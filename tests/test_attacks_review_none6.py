@@ -61,36 +61,17 @@ import json
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import host_probe, run_cell_in_child, savetxt_writer
 
 PAYLOAD = "echo PWNED-BY-REVIEW6"
 
 
 def _writer(path) -> str:
-    """A library callable that writes PAYLOAD to `path` whatever positional argument follows (np.savetxt
-    writes the rows before it looks at `footer`)."""
-    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{PAYLOAD!r}], dtype=object), "
-            "'%s', ' ', '\\n', '')")
-
-
-@pytest.fixture
-def outside_dir(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir(exist_ok=True)
-    return d
-
-
-HOST_USES = """
-def probe_host(report):
-    try:
-{use}
-    except BaseException as exc:
-        report['host_error'] = type(exc).__name__
-"""
+    return savetxt_writer(path, PAYLOAD)
 
 
 def _probe(use: str) -> str:
-    return HOST_USES.replace("{use}", "\n".join("        " + line for line in use.splitlines()))
+    return host_probe(use, catch="BaseException")
 
 
 HOST_MA_SQRT = "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"
@@ -119,8 +100,8 @@ CLASS_SINKS = {
 
 @pytest.mark.parametrize("sink", sorted(CLASS_SINKS))
 @pytest.mark.parametrize("klass", sorted(CLASS_CALLABLES))
-def test_a_cell_class_on_a_library_object_runs_no_library_callable_in_the_host(outside_dir, klass, sink):
-    target = outside_dir / f"class-{klass}-{sink}.sh"
+def test_a_cell_class_on_a_library_object_runs_no_library_callable_in_the_host(outside, klass, sink):
+    target = outside / f"class-{klass}-{sink}.sh"
     plant, use = CLASS_SINKS[sink]
     cell = ("import functools, numpy as np\n" + CLASS_CALLABLES[klass].format(writer=_writer(target))
             + plant.format(target="C"))
@@ -145,8 +126,8 @@ CARRIERS = {
 
 
 @pytest.mark.parametrize("carrier", sorted(CARRIERS))
-def test_a_cell_object_on_a_library_object_carries_no_library_callable_to_the_host(outside_dir, carrier):
-    target = outside_dir / f"carrier-{carrier}.sh"
+def test_a_cell_object_on_a_library_object_carries_no_library_callable_to_the_host(outside, carrier):
+    target = outside / f"carrier-{carrier}.sh"
     cell = ("import functools, numpy as np\nimport pandas.tseries.holiday as h\n"
             + CARRIERS[carrier].format(writer=_writer(target)) + "h.USMemorialDay.start_date = carrier\n")
     result = run_cell_in_child(cell, report=("status", "ename"), probe=_probe(HOST_BUSINESS_DAY), hard_exit=True)
@@ -176,8 +157,8 @@ def probe_host(report):
 
 
 # FINDING N6-3, fixed: the cell's zoneinfo.ZoneInfo passes an exact str to the real one (guards._guard_zoneinfo).
-def test_the_zoneinfo_cache_hands_the_host_no_cell_key(outside_dir):
-    target = outside_dir / "zoneinfo-key.sh"
+def test_the_zoneinfo_cache_hands_the_host_no_cell_key(outside):
+    target = outside / "zoneinfo-key.sh"
     result = run_cell_in_child(ZONE_CELL.format(writer=_writer(target)), report=("status", "ename"),
                                probe=ZONE_HOST, hard_exit=True)
     assert "crashed" not in result, result
@@ -253,8 +234,8 @@ CELL_WRAPPERS = {
 
 
 @pytest.mark.parametrize("route", sorted(CELL_WRAPPERS))
-def test_the_cells_own_function_refuses_to_run_in_the_host(outside_dir, route):
-    target = outside_dir / f"wrapper-{route}.sh"
+def test_the_cells_own_function_refuses_to_run_in_the_host(outside, route):
+    target = outside / f"wrapper-{route}.sh"
     cell = "import functools, numpy as np\n" + CELL_WRAPPERS[route].format(writer=_writer(target))
     result = run_cell_in_child(cell, report=("status", "ename"), probe=_probe(HOST_MA_SQRT), hard_exit=True)
     assert "crashed" not in result, result
@@ -263,16 +244,16 @@ def test_the_cells_own_function_refuses_to_run_in_the_host(outside_dir, route):
 
 
 @pytest.mark.parametrize("name", ["__init__", "__new__"])
-def test_a_library_callable_as_a_constructor_special_method_is_refused(outside_dir, name):
-    target = outside_dir / f"special-{name}.sh"
+def test_a_library_callable_as_a_constructor_special_method_is_refused(outside, name):
+    target = outside / f"special-{name}.sh"
     cell = f"import functools, numpy as np\nclass C:\n    {name} = {_writer(target)}\nnp.ma.sqrt.f = C\n"
     result = run_cell_in_child(cell, report=("status", "ename"), probe=_probe(HOST_MA_SQRT), hard_exit=True)
     assert result["ename"] == "AttributeDenied", result
     assert not target.exists(), result
 
 
-def test_module_level_dicts_take_no_item_writes(outside_dir):
-    target = outside_dir / "ufunc-domain.sh"
+def test_module_level_dicts_take_no_item_writes(outside):
+    target = outside / "ufunc-domain.sh"
     cell = f"import functools, numpy as np\nnp.ma.core.ufunc_domain[np.sqrt] = {_writer(target)}\n"
     result = run_cell_in_child(cell, report=("status", "ename"),
                                probe=_probe("import numpy as np\nnp.sqrt(np.ma.array([4.0]))"), hard_exit=True)
@@ -281,8 +262,8 @@ def test_module_level_dicts_take_no_item_writes(outside_dir):
 
 
 @pytest.mark.parametrize("how", ["set_global_backend(B)", "register_backend(B)", "set_global_backend(B())"])
-def test_scipy_fft_backends_are_kept_per_engine(outside_dir, how):
-    target = outside_dir / "fft-backend"
+def test_scipy_fft_backends_are_kept_per_engine(outside, how):
+    target = outside / "fft-backend"
     cell = ("import functools, numpy as np, scipy.fft\nclass B:\n    __ua_domain__ = 'numpy.scipy.fft'\n"
             f"    __ua_function__ = staticmethod(functools.partial(np.savez, {str(target)!r}))\n"
             f"scipy.fft.{how}\n")
@@ -290,7 +271,7 @@ def test_scipy_fft_backends_are_kept_per_engine(outside_dir, how):
                                probe=_probe("import numpy as np, scipy.fft\nscipy.fft.fft(np.arange(4.0))"),
                                hard_exit=True)
     assert "crashed" not in result and "host_error" not in result, result
-    assert not list(outside_dir.iterdir()), result
+    assert not list(outside.iterdir()), result
 
 
 def test_numpy_ma_nx_function_name_is_not_writable():

@@ -52,41 +52,21 @@ Log of what was tried (one line per attempt class) and the result:
 from __future__ import annotations
 
 import json
-import textwrap
-import sys
 import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from childcell import REPO, run_cell_in_child
+from childcell import REPO, host_probe, run_cell_in_child, savetxt_writer
 
 
 def _writer(path) -> str:
-    """A library callable that writes to `path` whatever positional argument follows (np.savetxt writes the rows
-    before it looks at `footer`)."""
-    return (f"functools.partial(np.savetxt, {str(path)!r}, np.array(['PWNED-BY-REVIEW7'], dtype=object), "
-            "'%s', ' ', '\\n', '')")
-
-
-@pytest.fixture
-def outside_dir(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir(exist_ok=True)
-    (d / "secret.txt").write_text("TOPSECRET-7\n")
-    return d
-
-
-HOST_USES = """
-def probe_host(report):
-    try:
-{use}
-    except BaseException as exc:
-        report['host_error'] = type(exc).__name__ + ': ' + str(exc)[:200]
-"""
+    return savetxt_writer(path, "PWNED-BY-REVIEW7")
 
 
 def _probe(use: str) -> str:
-    return HOST_USES.replace("{use}", "\n".join("        " + line for line in (use or "pass").splitlines()))
+    return host_probe(use, catch="BaseException", detail=True)
 
 
 def _run(cell: str, use: str) -> dict:
@@ -141,8 +121,8 @@ def test_holiday_offset_lists_are_not_changed_for_the_host():
     assert result.get("host") == EASTER_TRUE, json.dumps(result)
 
 
-def test_a_cell_offset_in_the_holiday_list_runs_no_library_callable_in_the_host(outside_dir):
-    target = outside_dir / "easter-apply.txt"
+def test_a_cell_offset_in_the_holiday_list_runs_no_library_callable_in_the_host(outside):
+    target = outside / "easter-apply.txt"
     cell = ("import functools, numpy as np, pandas as pd\nfrom pandas.tseries.holiday import EasterMonday\n"
             f"W = {_writer(target)}\n"
             "class Off(pd.DateOffset):\n    _apply_array = W\n    _apply = W\n"
@@ -151,8 +131,8 @@ def test_a_cell_offset_in_the_holiday_list_runs_no_library_callable_in_the_host(
     assert not target.exists(), f"the host ran the cell's planted callable: {json.dumps(result)}"
 
 
-def test_a_cell_offset_overriding_add_datetime_ndarray_with_a_partial_is_refused(outside_dir):
-    target = outside_dir / "easter-add.txt"
+def test_a_cell_offset_overriding_add_datetime_ndarray_with_a_partial_is_refused(outside):
+    target = outside / "easter-add.txt"
     cell = ("import functools, numpy as np, pandas as pd\nfrom pandas.tseries.holiday import EasterMonday\n"
             f"W = {_writer(target)}\n"
             "class Off(pd.DateOffset):\n    _add_datetime_ndarray = W\n"
@@ -230,8 +210,8 @@ def test_the_kernels_wall_at_level_none_is_not_widened_by_a_cell():
 
 # --- held ---------------------------------------------------------------------------------------------------------
 
-def test_a_redirected_stdout_left_entered_is_not_the_hosts(outside_dir):
-    target = outside_dir / "stdout.txt"
+def test_a_redirected_stdout_left_entered_is_not_the_hosts(outside):
+    target = outside / "stdout.txt"
     cell = ("import contextlib, functools, numpy as np\n"
             f"class W:\n    write = {_writer(target)}\n    flush = {_writer(target)}\n"
             "es = contextlib.ExitStack()\nes.enter_context(contextlib.redirect_stdout(W()))\n")
@@ -241,8 +221,8 @@ def test_a_redirected_stdout_left_entered_is_not_the_hosts(outside_dir):
     assert not target.exists(), f"the host's print ran the cell's planted write: {json.dumps(result)}"
 
 
-def test_printing_through_a_planted_stdout_in_the_cell_is_refused(outside_dir):
-    target = outside_dir / "stdout-cell.txt"
+def test_printing_through_a_planted_stdout_in_the_cell_is_refused(outside):
+    target = outside / "stdout-cell.txt"
     cell = ("import contextlib, functools, numpy as np\n"
             f"class W:\n    write = {_writer(target)}\n"
             "es = contextlib.ExitStack()\nes.enter_context(contextlib.redirect_stdout(W()))\nprint('x')\n")
@@ -260,9 +240,9 @@ LIBRARY_WRITES = [
 
 
 @pytest.mark.parametrize("stmt", LIBRARY_WRITES)
-def test_library_class_and_function_writes_are_refused(outside_dir, stmt):
+def test_library_class_and_function_writes_are_refused(outside, stmt):
     cell = ("import json, json.encoder, collections, functools, numpy as np, pandas as pd\n"
-            f"W = {_writer(outside_dir / 'w.txt')}\n{stmt}\n")
+            f"W = {_writer(outside / 'w.txt')}\n{stmt}\n")
     result = _run(cell, "")
     assert result["ename"] == "AttributeDenied", result
 

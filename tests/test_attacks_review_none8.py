@@ -55,12 +55,6 @@ import pytest
 from childcell import run_cell_in_child
 
 
-@pytest.fixture
-def outside_dir(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir(exist_ok=True)
-    (d / "secret.txt").write_text("TOPSECRET-8\n")
-    return d
 
 
 def _run(cell: str, use: str = "", ns=()) -> dict:
