@@ -36,7 +36,8 @@ _EXCEPTIONS = (
     "FileNotFoundError FileExistsError PermissionError IsADirectoryError NotADirectoryError TimeoutError "
     "ConnectionError BlockingIOError ChildProcessError InterruptedError ProcessLookupError EnvironmentError "
     "IOError Warning UserWarning DeprecationWarning PendingDeprecationWarning RuntimeWarning SyntaxWarning "
-    "FutureWarning ImportWarning UnicodeWarning BytesWarning ResourceWarning ExceptionGroup EncodingWarning"
+    "FutureWarning ImportWarning UnicodeWarning BytesWarning ResourceWarning ExceptionGroup EncodingWarning "
+    "GeneratorExit"
 ).split()
 
 # Refused with a sentence that says why, instead of a bare NameError.
@@ -254,6 +255,7 @@ def make_builtins(engine) -> dict:
         "__st_importfrom__": gates.importfrom,
         "__st_importstar__": gates.importstar,
         "__st_matched__": gates.matched,
+        "__st_starcaptured__": gates.starcaptured,
         "__st_type__": type,          # the real one-argument type, for the own-instance check
         "__st_own__": OWN_CLASSES,
         "__st_matchclass__": gates.matchclass,

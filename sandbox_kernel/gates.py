@@ -54,7 +54,7 @@ from .confine import at_cell_end, cell_is_running, installed_code, made_by_an_im
 from .limits import bound_numpy_allocations
 from .policy import Policy
 from .rewriter import (CELL_FILENAME_PREFIX, DATA_METHODS_WITH_STAND_INS, FORBIDDEN_NAMES, FRAME_ATTRIBUTES,
-                       READ_ONLY_NAMES)
+                       READ_ONLY_NAMES, Rewriter)
 
 # ------------------------------------------------------------------------------------------------
 # What is harmless to read
@@ -542,14 +542,7 @@ class Gates:
             # modules are keyed by themselves (every module has the same type)
             decision = self._cache[(obj if t is ModuleType else t, name)]
         except KeyError:
-            if t is super:
-                decision = self._decide_super_cached(obj, name)
-            else:
-                # Only classes of known metaclasses are looked up by identity: an instance with its own
-                # __hash__/__eq__ must never match a class's cached decision.
-                decision = self._class_cache.get((obj, name)) if t in _HASHABLE_METACLASSES else None
-                if decision is None:
-                    decision = self._decide(obj, t, name)
+            decision = self._decision_not_cached(obj, t, name)
         if decision is _ALLOW:
             value = getattr(obj, name)
             tv = type(value)
@@ -561,6 +554,41 @@ class Gates:
         if decision is _ALLOW_PURE:
             return getattr(obj, name)
         return decision(obj)
+
+    def _decision_not_cached(self, obj, t, name):
+        if t is super:
+            return self._decide_super_cached(obj, name)
+        # Only classes of known metaclasses are looked up by identity: an instance with its own
+        # __hash__/__eq__ must never match a class's cached decision.
+        decision = self._class_cache.get((obj, name)) if t in _HASHABLE_METACLASSES else None
+        return self._decide(obj, t, name) if decision is None else decision
+
+    def pattern_read(self, subject, name) -> None:
+        """A class pattern ('case C(k=v)') reads subject.k itself, after this check, and binds what it
+        read: no gate stands between. So the read is allowed only where the gate would hand out the very
+        object Python reads: refused where the gate substitutes a copy, a read-only view or a guarded
+        stand-in (a library class's list, scipy's index arrays, np.frombuffer), and where the value
+        itself is refused. Module attributes, builtin data and the public attributes of the cell's own
+        classes are not read here (their decision covers the value), so Python reads them once."""
+        t = type(subject)
+        try:
+            decision = self._cache[(subject if t is ModuleType else t, name)]
+        except KeyError:
+            decision = self._decision_not_cached(subject, t, name)
+        if decision is _ALLOW_PURE or t in OWN_CLASSES and Rewriter._own_attribute_name(name):
+            return   # what the inline own-instance path (rewriter) reads unchecked too
+        if decision is _ALLOW:
+            value = getattr(subject, name)   # AttributeError: the pattern does not match
+            tv = type(value)
+            if tv in _PLAIN_TYPES:
+                if tv is MethodType and value.__func__ not in self._safe_functions:
+                    self._check_method(value, name)
+                return
+            if self._check_value(value, subject, name) is value:
+                return
+        self.deny(AttributeDenied(f"'{_normalise(name)}' of {_type_name(subject)} in a class pattern",
+                                  "the sandbox hands this attribute out as a copy or a guarded stand-in, "
+                                  "which a pattern cannot bind", hint=f"read it in the case body: subject.{name}"))
 
     def _decide(self, obj, t, name):
         """Returns _ALLOW, _ALLOW_PURE or a callable producing the value (substitution); raises when
@@ -613,6 +641,8 @@ class Gates:
         if decision is _ALLOW and (not is_sandbox_class(obj) and not _guards.kept_per_engine(obj, n) if is_class
                                    else _read_only_instances(t)):
             decision = self._containers_copied(n)
+        if decision is _ALLOW and _library_class_container(obj if is_class else t, n) is not None:
+            decision = self._class_container_copied(n, is_class)
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
@@ -635,6 +665,17 @@ class Gates:
         def read(obj):
             value = getattr(obj, n)
             return _plain_copy(value) if type(value) in _COPIED_CONTAINERS else self._allowed_value(obj, n, value)
+        return read
+
+    def _class_container_copied(self, n, is_class):
+        """The read of n through an instance of a library class, or through a cell class deriving from one, where
+        n resolves to a container the library class holds: the cell's own copy, as on the class itself
+        (HTMLCalendar().cssclasses is HTMLCalendar.cssclasses). What an instance holds itself is its own."""
+        def read(obj):
+            value = getattr(obj, n)
+            if type(value) in _COPIED_CONTAINERS and value is _library_class_container(obj if is_class else type(obj), n):
+                return _plain_copy(value)
+            return self._allowed_value(obj, n, value)
         return read
 
     def _index_arrays_read_only(self, n):
@@ -884,8 +925,14 @@ class Gates:
             return lambda bound, target: runtime_callable(functools.partial(_grow_call, sized, bound, first))
         if kind == "consume_init":
             # d.__init__(iterable) refills a container in C, like its constructor: charged the same way
-            charge = self.charge_consumed
-            return lambda bound, target: runtime_callable(lambda *a, **k: (charge(a[:1]), bound(*a, **k))[1])
+            consumable = self.consumable
+
+            def refill(bound, target, *a, **k):
+                if not a:
+                    return bound(**k)
+                taker = next((c for c in _BY_PROTOCOL if isinstance(target, c)), None)
+                return bound(consumable(a[0], taker), *a[1:], **k)
+            return lambda bound, target: runtime_callable(functools.partial(refill, bound, target))
         if kind == "join":
             join = self.checked_join
             return lambda bound, target: runtime_callable(lambda parts: join(target, bound, parts))
@@ -1316,7 +1363,10 @@ class Gates:
     def contains(self, container, item):
         """``item in container`` for anything but the builtin containers: an iterator is consumed in C,
         so what it would yield is charged first (-1 in map(abs, range(10**10)))."""
-        self.charge_consumed((container,))
+        if _on_mro(type(container), "__contains__") is None:
+            container = self.consumable(container)   # 'in' iterates it in C
+        else:
+            self.charge_consumed((container,))
         return item in container
 
     def check_size(self, a, op, b):
@@ -1330,6 +1380,12 @@ class Gates:
                     self._too_large(f"the integer product ({bits:,} bits)", _INT_RULE)
                 return a, b
             if isinstance(a, _REPEATING_SEQUENCES):
+                reflected = getattr(type(b), "__rmul__", None)
+                if type(reflected) is FunctionType:
+                    # CPython gives the right operand's number slot its turn before repeating the sequence
+                    product = reflected(b, a)
+                    if product is not NotImplemented:
+                        return _Product(product), None
                 count = _as_count(b)
                 if count is not None:
                     self._check_repeat(a, count)
@@ -1438,6 +1494,8 @@ class Gates:
                 if n > self.max_bytes:
                     self._too_large(f"{fn.__name__}({n:,})")
             else:
+                first = self.consumable(first, fn)
+                args = (first,) + args[1:]
                 n = _estimated_length(first)
                 if n * 8 > self.max_bytes and fn is not sum and fn is not any and fn is not all \
                         and fn is not min and fn is not max:
@@ -1479,16 +1537,18 @@ class Gates:
         measure = str.__len__ if text else _byte_length
         step = _true_len(separator)
         material = type(parts) is list or type(parts) is tuple
+        if not material and _on_mro(type(parts), "__iter__") is None:
+            return method(parts)   # not iterable: join's own error
         collected, size = [], 0
-        try:
-            for part in parts:
+        for part in parts:
+            if not material:
+                collected.append(part)
+            try:
                 size += measure(part) + step
-                if size > limit:
-                    self._too_large(f"join() building more than {limit:,} characters")
-                if not material:
-                    collected.append(part)
-        except TypeError:
-            pass   # a part of the wrong type: join's own error below
+            except TypeError:
+                break   # a part of the wrong type: join's own error below
+            if size > limit:
+                self._too_large(f"join() building more than {limit:,} characters")
         return method(parts if material else collected)
 
     def starred(self, value):
@@ -1529,6 +1589,18 @@ class Gates:
             n = _estimated_length(arg)
             if n > 1000 and self.budget is not None:
                 self.budget.charge(n)
+
+    def consumable(self, obj, consumer=None):
+        """What a C consumer is given in obj's place, charged: an instance of a cell class whose __iter__ is
+        the cell's code is iterated here, once, as the consumer would, so that the iterator it answers is
+        what gets measured (an __iter__ returning iter(range(10**12)) is consumed in C, past every limit).
+        Not where the consumer takes such an object by another protocol (dict(mapping) reads its keys)."""
+        t = type(obj)
+        if is_sandbox_class(t) and type(_on_mro(t, "__iter__")) is FunctionType and not any(
+                _on_mro(t, name) is not None for name in _BY_PROTOCOL.get(consumer, ())):
+            obj = iter(obj)
+        self.charge_consumed((obj,))
+        return obj
 
     def pow(self, base, exp, mod=None):
         if mod is None:
@@ -1597,6 +1669,11 @@ class Gates:
                 self._check_value(v, None, "a value bound by a class pattern")
         return True
 
+    def starcaptured(self, *captured):
+        """The lists a match star capture built in C (one step, past every checkpoint) are charged."""
+        self.charge_consumed(captured)
+        return True
+
     def matchvalue(self, value):
         """``case Color.RED:`` needs a dotted name in the pattern: the gated value goes in a box whose
         one attribute the pattern reads."""
@@ -1629,7 +1706,7 @@ class Gates:
                     return False
                 for attr in names:
                     try:
-                        gates.getattr(subject, attr)
+                        gates.pattern_read(subject, attr)
                     except SandboxViolation:
                         raise
                     except AttributeError:
@@ -2243,7 +2320,12 @@ _LAZY_WRAPPERS = (map, filter, enumerate)
 
 def _estimated_length(it, depth: int = 0) -> int:
     """length_hint, looking through map/filter/enumerate/zip (which hint 0) to what they wrap:
-    sum(map(abs, range(10**18))) is charged for 10**18 items before C starts on it."""
+    sum(map(abs, range(10**18))) is charged for 10**18 items before C starts on it. The cell's own
+    __len__ is never asked (CPython's consumers do not ask it either; it may raise, lie or have effects):
+    an instance of a cell class is measured by the builtin class it derives from, if any."""
+    t = type(it)
+    if is_sandbox_class(t):
+        return _length_kept_by_a_builtin(it, t)
     n = operator.length_hint(it, 0)
     if n or depth > 4:
         return n
@@ -2265,6 +2347,31 @@ def _estimated_length(it, depth: int = 0) -> int:
         if not lengths:
             return 0
         return min(lengths) if t is zip or t is map else max(lengths)
+    return 0
+
+
+def _on_mro(cls, name):
+    """What name resolves to on cls (not on its instances), read from the classes' dicts: no hook runs."""
+    for base in type.__dict__["__mro__"].__get__(cls):
+        held = type.__dict__["__dict__"].__get__(base)
+        if name in held:
+            return held[name]
+    return None
+
+
+# Consumers that take an object by another protocol than iteration when it has one of these (dict(mapping)
+# reads its keys; bytes(x) asks __bytes__, then __index__): such objects are given to them as they are.
+_BY_PROTOCOL = {dict: ("keys",), collections.OrderedDict: ("keys",), collections.Counter: ("keys",),
+                bytes: ("__bytes__", "__index__", "__buffer__"), bytearray: ("__bytes__", "__index__", "__buffer__")}
+
+
+def _length_kept_by_a_builtin(obj, cls) -> int:
+    """len() as the first builtin base of a cell class counts it (a list subclass's items), or 0."""
+    for base in type.__dict__["__mro__"].__get__(cls):
+        if type.__dict__["__module__"].__get__(base) == "builtins" and base is not object:
+            length = type.__dict__["__dict__"].__get__(base).get("__len__")
+            if length is not None:
+                return length(obj)
     return 0
 
 
@@ -2505,6 +2612,20 @@ _INDEXING_LIBRARIES = ("scipy.", "pandas._libs.sparse", "pandas.core.arrays.spar
 _COPIED_CONTAINERS = (list, dict, set, bytearray)
 
 
+def _library_class_container(cls, n):
+    """The list, dict, set or bytearray that n resolves to on cls's MRO when a library class (not one the cell
+    defined, nor state the engine keeps per engine) holds it; None otherwise."""
+    for holder in type.__dict__["__mro__"].__get__(cls):
+        held = type.__dict__["__dict__"].__get__(holder)
+        if n in held:
+            value = held[n]
+            if type(value) not in _COPIED_CONTAINERS or is_sandbox_class(holder) \
+                    or _guards.kept_per_engine(holder, n):
+                return None
+            return value
+    return None
+
+
 def _plain_copy(value, depth=0):
     """A copy of a container of the process's, nested lists/dicts/sets copied too (a few levels): what the
     cell changes is its own. Other objects inside are the same objects."""
@@ -2688,6 +2809,17 @@ def _byte_length(x) -> int:
         return len(x)
     with memoryview(x) as view:
         return view.nbytes
+
+
+class _Product:
+    """An operand whose '*' answers a product already computed (check_size's callers multiply what it returns)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __mul__(self, _none):
+        return self.value
 
 
 def _as_count(x):

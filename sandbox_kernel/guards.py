@@ -687,10 +687,11 @@ def _guard_consumer(fn, gates):
     """Functions that consume an iterable in C (deque, math.fsum, math.prod, functools.reduce): its
     length is charged as ticks before they start, like list() and sum()."""
     def charge(args):
-        gates.charge_consumed([arg for arg in args[:2] if not callable(arg)])
+        """The iterable among the first two arguments made consumable (see Gates.consumable) and charged."""
+        return tuple(gates.consumable(arg) if i < 2 and not callable(arg) else arg for i, arg in enumerate(args))
 
     def consumer(*args, **kwargs):
-        charge(args)
+        args = charge(args)
         if fn is math.prod and args and not isinstance(kwargs.get("start", 1), (int, float, complex)):
             # prod(xs, start='a') repeats start in C: multiply through the size-checked '*' instead
             result = kwargs["start"]
@@ -700,8 +701,7 @@ def _guard_consumer(fn, gates):
         return fn(*args, **kwargs)
     if isinstance(fn, type):   # deque: still a class to isinstance() and to subclass
         def construct(make, *args, **kwargs):
-            charge(args)
-            return make(*args, **kwargs)
+            return make(*charge(args), **kwargs)
         return _stand_in_class(fn, construct)
     consumer.__name__ = getattr(fn, "__name__", "consumer")
     consumer.__doc__ = fn.__doc__

@@ -751,15 +751,18 @@ class Rewriter(ast.NodeTransformer):
     def visit_match_case(self, node):
         """A case whose pattern reads attributes ('case P(x=a)') gains the guard
         '__st_matched__(a, ...) and (guard)': class patterns read attributes without an Attribute
-        node, so the gate checks every value they bind before the case body can use it."""
+        node, so the gate checks every value they bind before the case body can use it. A star capture
+        ('case [a, *rest]') adds '__st_starcaptured__(rest)' in front (see visit_MatchStar)."""
         self._captures: list[str] = []
+        self._star_captures: list[str] = []
         self._in_class_pattern = 0
         node.pattern = self.visit(node.pattern)
         guard = self.visit(node.guard) if node.guard is not None else None
-        if self._captures:
-            check = _call("matched", *[ast.Name(id=n, ctx=ast.Load()) for n in self._captures])
-            guard = check if guard is None else ast.BoolOp(op=ast.And(), values=[check, guard])
-            ast.copy_location(guard, node.pattern)
+        for gate, names in (("matched", self._captures), ("starcaptured", self._star_captures)):
+            if names:
+                check = _call(gate, *[ast.Name(id=n, ctx=ast.Load()) for n in names])
+                guard = check if guard is None else ast.BoolOp(op=ast.And(), values=[check, guard])
+                ast.copy_location(guard, node.pattern)
         node.guard = guard
         node.body = self._visit_body(node.body)
         return node
@@ -825,8 +828,11 @@ class Rewriter(ast.NodeTransformer):
         return node
 
     def visit_MatchStar(self, node):
-        """'case [a, *rest]:' the name is checked."""
+        """'case [a, *rest]:' the name is checked, and the case gains the guard '__st_starcaptured__(rest)':
+        C built rest from the subject in one step, so its length is charged (as ticks) before the case runs."""
         self._capture(node.name, node)
+        if node.name is not None:
+            self._star_captures.append(node.name)
         return node
 
     def visit_MatchAs(self, node):

@@ -696,11 +696,11 @@ def test_the_language_set_exercises_errors_and_values(backends):
     assert all(value is not None for name, (_, value, _) in outcomes.items() if name not in errors)
 
 
-# -- differences found: sandbox bugs, each a strict xfail until fixed (the fix belongs in the security core) ----
-KNOWN_DIFFERENCES = {
+# -- differences found and fixed: each program once gave another answer in the sandbox (the reason says why) -----
+FIXED_DIFFERENCES = {
     "rmul-before-repeat": (
-        "The `*` gate repeats a sequence by the right operand's __index__ without first giving that operand's "
-        "__rmul__ its turn; CPython calls __rmul__ (a number slot) before the sequence repeat",
+        "The `*` gate repeated a sequence by the right operand's __index__ without first giving that operand's "
+        "__rmul__ its turn; CPython calls __rmul__ (a number slot) before the sequence repeat (gates.check_size)",
         """
         class N:
             def __index__(self):
@@ -710,8 +710,8 @@ KNOWN_DIFFERENCES = {
         ('ab' * N(), [0] * N())
         """),
     "match-keyword-reads-twice": (
-        "A match class pattern's keyword attribute is read twice by the gate (a property's code runs twice); "
-        "CPython reads it once",
+        "A match class pattern's keyword attribute was read twice (once by the gate, once by Python; a property's "
+        "code ran twice); CPython reads it once (gates.pattern_read)",
         """
         log = []
         class K:
@@ -726,9 +726,9 @@ KNOWN_DIFFERENCES = {
         """),
     "consumers-call-len": (
         "The gate in front of C consumers of an iterable (`in`, sum, max, min, set, any, all, list, sorted, "
-        "bytes ...) calls the object's __len__ first; a __len__ that raises (a collection whose size is not "
-        "known) makes `x in obj` and sum(obj) fail where CPython never asks for the size, and a __len__ with "
-        "effects runs once more (list(obj): twice instead of once)",
+        "bytes ...) called the object's __len__ first; a __len__ that raised (a collection whose size is not "
+        "known) made `x in obj` and sum(obj) fail where CPython never asks for the size (gates._estimated_length "
+        "no longer asks a cell class)",
         """
         class Bag:
             def __contains__(self, x):
@@ -741,9 +741,9 @@ KNOWN_DIFFERENCES = {
         (1 in bag, sum(bag), max(bag), any(bag))
         """),
     "generator-exit": (
-        "GeneratorExit is not in the cell's builtins (BaseException, KeyboardInterrupt and SystemExit are "
+        "GeneratorExit was not in the cell's builtins (BaseException, KeyboardInterrupt and SystemExit are "
         "withheld on purpose; GeneratorExit is not a base of the sandbox's limits), so the cleanup idiom "
-        "`except GeneratorExit:` in a generator raises NameError when the generator is closed",
+        "`except GeneratorExit:` in a generator raised NameError when the generator was closed",
         """
         def worker():
             try:
@@ -760,10 +760,9 @@ KNOWN_DIFFERENCES = {
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=why))
-                                  for name, (why, _) in KNOWN_DIFFERENCES.items()])
-def test_known_differences(backends, name, level):
-    check_everywhere(backends, textwrap.dedent(KNOWN_DIFFERENCES[name][1]), levels=[level])
+@pytest.mark.parametrize("name", sorted(FIXED_DIFFERENCES))
+def test_fixed_differences_agree(backends, name, level):
+    check_everywhere(backends, textwrap.dedent(FIXED_DIFFERENCES[name][1]), levels=[level])
 
 
 # -- generated programs -------------------------------------------------------------------------------------
@@ -779,12 +778,12 @@ INT_ATOMS = ("len(s)", "len(xs)", "len(d)", "sum(xs)", "xs[0]", "xs[-1]", "d['k'
 STR_ATOMS = ("s", "'ab'", "s.upper()", "s[::-1]", "s[1:3]", "s.strip()", "s.replace('a', 'b')", "repr(xs)[:8]",
              "'-'.join(str(v) for v in xs)", "s.title()", "s.zfill(5)", "str(d)[:10]", "s.split(' ')[0]")
 # An object whose protocol methods log each call: the sandbox must call them as often, in the same order
-# (but __len__: see KNOWN_DIFFERENCES).
+# (but __len__: how often CPython itself asks it, list() presizing by it, is left out of the comparison).
 LOGGED_CLASS = """class W:
     def __init__(self, v):
         self.v = v
         self.log = []
-    def __len__(self):   # not logged: the sandbox calls it more often (KNOWN_DIFFERENCES, consumers-call-len)
+    def __len__(self):   # not logged (see above)
         return abs(self.v) % 5
     def __getitem__(self, i):
         self.log.append(('item', i))
