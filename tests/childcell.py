@@ -93,7 +93,7 @@ def run_cell_in_child(source: str, policy: str = "data-science", *, limits: dict
     return result
 
 
-def savetxt_writer(path, payload: str) -> str:
+def savetxt_writer(path, payload: str = "echo PWNED-BY-REVIEW") -> str:
     """Source of a library callable that writes `payload` to `path` whatever positional argument follows
     (np.savetxt writes the rows before it looks at `footer`): what attacks plant for the host to call."""
     return (f"functools.partial(np.savetxt, {str(path)!r}, np.array([{payload!r}], dtype=object), "
@@ -106,3 +106,34 @@ def host_probe(use: str, *, catch: str = "Exception", detail: bool = False) -> s
     error = "type(exc).__name__" + (" + ': ' + str(exc)[:200]" if detail else "")
     return ("def probe_host(report):\n    try:\n" + textwrap.indent(use or "pass", " " * 8) +
             f"\n    except {catch} as exc:\n        report['host_error'] = {error}\n")
+
+
+def host_probe_any(use: str, *, detail: bool = False) -> str:
+    """host_probe catching every BaseException the host's `use` raises (LimitExceeded, which a cell's code raises
+    when the host runs it after the cell, among them)."""
+    return host_probe(use, catch="BaseException", detail=detail)
+
+
+def run_reporting(cell: str, **kwargs) -> dict:
+    """run_cell_in_child reporting status, ename and evalue, ended with os._exit (forged objects are not torn down)."""
+    return run_cell_in_child(cell, report=("status", "ename", "evalue"), hard_exit=True, **kwargs)
+
+
+def run_with_host(cell: str, use: str) -> dict:
+    """run_reporting, then `use` run as the host after the cell (host_probe_any, with the error's message); the
+    child must not have crashed."""
+    result = run_reporting(cell, probe=host_probe_any(use, detail=True))
+    assert "crashed" not in result, result
+    return result
+
+
+def run_in_engine(source: str, tmp_path) -> tuple[dict, str]:
+    """One cell in an Engine of this process (for cells that cannot crash it), working in tmp_path/"work" (next to
+    conftest's `outside`): the done record and stdout."""
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    events = []
+    done = Engine(PRESETS["data-science"], workdir=str(workdir)).run_cell(source, emit=events.append)
+    return done, "".join(e.get("text", "") for e in events if e.get("type") == "stream")

@@ -10,9 +10,15 @@ short list of library helpers whose text the cell cannot steer (confine._SOURCE_
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
+
+from childcell import REPO, run_in_engine, run_with_host
 
 UNGATED_SOURCE = {
     "exec": lambda marker: exec(f"open({str(marker)!r}, 'w').write('x')", {}),
@@ -206,3 +212,336 @@ def test_honest_code_generation_still_works(run, name):
     assert r.ok, r
     if expected is not None:
         assert r.stdout == expected, r
+
+
+# ====================================================================================================================
+# Sink: text turned into code.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 1 (docs/reviews.md, "Review 1").
+def test_jinja_templates_made_from_cell_files_are_not_compiled(run, outside):
+    # Styler.from_custom_template compiles a template the cell wrote into the working directory: jinja's
+    # template syntax is ungated Python. Refused when the code object is made.
+    marker = outside / "pwned-by-template"
+    r = run(f"""\
+import pandas as pd
+with open("evil.tpl", "w") as f:
+    f.write("{{% extends 'html.tpl' %}}{{% block table %}}"
+            "{{{{ cycler.__init__.__globals__.os.system('id > {marker}') }}}}{{% endblock table %}}")
+df = pd.DataFrame({{"a": [1]}})
+E = type(df.style).from_custom_template(".", "evil.tpl")
+print(E(df).to_html())
+""")
+    assert not r.ok and r.error_name == "OperationDenied", r
+    assert not marker.exists()
+
+
+# --- Finding 3: dataclass source built from a name planted by functools.update_wrapper ----------------------
+# update_wrapper(C, w) copies w.__annotations__ onto the cell's class C with the library's setattr (a cell
+# object's __getattr__ answers any dict); setattr(C, name, field(init=False)) takes any string as a name.
+# @dataclass then builds __init__'s source text from the annotation keys and exec()s it: a key that closes
+# the parameter list runs its own statements, ungated, with real builtins. compile/exec of a string is not
+# an audit-hook refusal (only code.__new__ is), and the fresh-Context trick of finding 1 runs a process.
+
+DATACLASS_INJECTION = """\
+import dataclasses, functools
+NAME = "a):\\n  pass\\nimport contextvars, os\\ncontextvars.Context().run(os.system, 'id > {marker}')\\ndef b(c"
+class W:
+    def __getattr__(self, n):
+        if n == "__annotations__":
+            return {{NAME: int}}
+        if n in ("__name__", "__qualname__"):
+            return "C"
+        if n == "__module__":
+            return "m"
+        return None
+class C:
+    pass
+try:
+    functools.update_wrapper(C, W())
+except Exception:
+    pass
+setattr(C, NAME, dataclasses.field(init=False))
+dataclasses.dataclass(C, repr=False, eq=False)
+"""
+
+
+def test_dataclass_source_cannot_be_injected_through_annotations(run, outside):
+    marker = outside / "pwned-by-dataclass"
+    run(DATACLASS_INJECTION.format(marker=marker))
+    assert not marker.exists(), "code injected into dataclass' generated source ran a process"
+
+
+# --- Finding 4: scipy exec()s a distribution's _parse_arg_template, which a cell subclass supplies ----------
+# rv_generic._attach_argparser_methods runs exec(self._parse_arg_template, ns) when a distribution is made.
+# A cell subclass of rv_continuous sets the template as a class attribute and makes _construct_argparser
+# (which would have overwritten it from the validated `shapes`) a no-op: the string runs ungated with real
+# builtins, in scipy's frame, and the fresh-Context trick of finding 1 runs a process.
+
+SCIPY_TEMPLATE_INJECTION = """\
+from scipy import stats
+EVIL = ("import contextvars, os\\n"
+        "contextvars.Context().run(os.system, 'id > {marker}')\\n"
+        "def _parse_args(self, *a, **k): return a, 0, 1\\n"
+        "_parse_args_stats = _parse_args_rvs = _parse_args\\n")
+class D(stats.rv_continuous):
+    _parse_arg_template = EVIL
+    def _construct_argparser(self, *args, **kwargs):
+        pass
+    def _pdf(self, x):
+        return 1.0
+D(name="d")
+"""
+
+
+def test_scipy_distribution_template_is_not_executed_from_a_cell_subclass(run, outside):
+    marker = outside / "pwned-by-scipy-template"
+    run(SCIPY_TEMPLATE_INJECTION.format(marker=marker))
+    assert not marker.exists(), "code injected into scipy's argument-parser template ran a process"
+
+
+def test_update_wrapper_onto_a_cell_class_leaves_host_dataclasses_intact(run):
+    import dataclasses
+    before = dataclasses.dataclass
+    run(DATACLASS_INJECTION.format(marker="/dev/null").replace("dataclasses.dataclass(C, repr=False, eq=False)", ""))
+    assert dataclasses.dataclass is before
+
+
+# --- Attempts that failed (kept as regressions) ----------------------------------------------------------
+
+
+def test_metaclass_prepare_cannot_plant_annotations(run, outside):
+    marker = outside / "pwned-by-prepare"
+    r = run(f"""\
+import dataclasses
+EVIL = {{"a):\\n  pass\\nimport os\\nos.system('id > {marker}')\\ndef b(c": int}}
+class NS(dict):
+    def __getitem__(self, k):
+        return EVIL if k == "__annotations__" else dict.__getitem__(self, k)
+class M(type):
+    @classmethod
+    def __prepare__(mcls, name, bases):
+        return NS()
+class C(metaclass=M):
+    y: int
+dataclasses.dataclass(C)
+""")
+    assert not r.ok and r.error_name == "BuiltinDenied", r
+    assert not marker.exists()
+
+
+def test_singledispatch_register_does_not_evaluate_string_annotations(run):
+    r = run("""\
+import functools
+@functools.singledispatch
+def f(x): return 0
+@f.register
+def _(x: "print('EVALUATED') or int"): return 1
+""")
+    assert not r.ok and r.error_name == "CallDenied", r
+    assert "EVALUATED" not in r.stdout
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- N4-4: np.test() runs pytest in the kernel process, which executes the cell's conftest.py unrewritten ----
+# numpy's and scipy's `test` attributes (PytestTester instances) are handed out; calling one runs pytest.main
+# in the kernel's process with the cell's extra_argv and test paths. pytest imports conftest.py files (and
+# test modules) through its assertion-rewriting loader: it reads the file, compiles it itself and executes it.
+# The audit hook lets that compile through (an import, only installed code on the stack); the working-directory
+# check applies to importlib's own loader only. The cell's file then runs as plain Python: `import sys`,
+# frames, the sandbox's own modules; replacing sandbox_kernel.confine._confinement switches the confinement
+# off for the whole process, and os.system and writes outside follow. At level none the kernel's cwd is the
+# working directory, so relative paths name the cell's files (the child below runs there, as the kernel does).
+
+PYTEST_CELL = """
+import numpy as np, scipy, pandas as pd
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('conftest.py', 'w').write({conftest!r})
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+ARGS = ['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler', '-s']
+{runner}
+"""
+
+
+PYTEST_RUNNERS = {
+    "numpy_test": "np.test(extra_argv=ARGS, tests=['test_planted.py'])",
+    "scipy_test": "scipy.test(extra_argv=ARGS, tests=['test_planted.py'])",
+    "pandas_test": "pd.test(extra_args=ARGS + ['test_planted.py'])",
+}
+
+
+CONFTEST = """
+import subprocess
+import sys
+sys.modules['sandbox_kernel.confine']._confinement = lambda: None
+import os
+open({target!r}, 'w').write('frame: ' + type(sys._getframe()).__name__)
+os.system('echo PROCESS > ' + {marker!r})
+"""
+
+
+KERNEL_CWD_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+    eng = Engine(PRESETS["data-science"], workdir=os.getcwd())
+    done = eng.run_cell(sys.argv[1], emit=lambda e: None)
+    report = {"status": done["status"], "ename": (done["error"] or {}).get("ename")}
+    if len(sys.argv) > 2:   # the host's own code after the cell
+        try:
+            exec(sys.argv[2])
+        except Exception as exc:
+            report["host_error"] = type(exc).__name__
+    print(json.dumps(report))
+""")
+
+
+def _run_in_a_kernel_like_child(source: str, workdir, host: str | None = None, python_flags=()) -> dict:
+    env = dict(os.environ, PYTHONPATH=REPO)
+    out = subprocess.run([sys.executable, *python_flags, "-c", KERNEL_CWD_CHILD, source] + ([host] if host else []),
+                         capture_output=True, text=True,
+                         timeout=180, cwd=str(workdir), env=env)
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {"crashed": out.returncode, "stderr": out.stderr[-500:]}
+
+
+# FINDING N4-4, fixed in a2b9494 (the test runners are refused by module and object rule).
+@pytest.mark.parametrize("runner", sorted(PYTEST_RUNNERS))
+def test_library_test_runners_do_not_execute_a_cells_conftest(tmp_path, outside, runner):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    target, marker = outside / "conftest-wrote.txt", outside / "conftest-process.txt"
+    conftest = CONFTEST.format(target=str(target), marker=str(marker))
+    result = _run_in_a_kernel_like_child(PYTEST_CELL.format(conftest=conftest, runner=PYTEST_RUNNERS[runner]),
+                                         workdir)
+    assert "crashed" not in result, result
+    assert not marker.exists(), f"a process ran: {result}"
+    assert not target.exists(), f"the cell's conftest wrote outside: {result}"
+
+
+# --- N4-6: pytest leaves the working directory on sys.path; the host's next import runs the cell's file --------
+# Even where pytest's own compile of the cell's files is refused, pytest.main (import mode 'prepend') inserts
+# the test file's directory, the working directory, at sys.path[0] and never takes it out. Every later import
+# of a name not yet imported (the kernel's lazy imports: completion, help, a library's optional module) then
+# finds the cell's file first, and imports it outside any cell: no confinement at all.
+
+PYTEST_NO_CONFTEST_CELL = """
+import numpy as np
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+open('zz_planted_module.py', 'w').write({module!r})
+try:
+    np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                        '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+except Exception as exc:
+    runner = type(exc).__name__
+"""
+
+
+PLANTED_MODULE = """
+import os
+import sys
+import textwrap
+open({target!r}, 'w').write('imported by the host')
+os.system('echo PROCESS > ' + {marker!r})
+"""
+
+
+# FINDING N4-6, route closed by a2b9494 (np.test refused). The child runs with -P like the kernel: without it
+# '' (the cwd, the working directory) is sys.path[0] and the host's import finds the cell's module anyway.
+def test_library_test_runner_leaves_sys_path_alone(tmp_path, outside):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    target, marker = outside / "planted-import.txt", outside / "planted-process.txt"
+    module = PLANTED_MODULE.format(target=str(target), marker=str(marker))
+    host = "import sys\nreport['workdir_on_path'] = os.getcwd() in sys.path\nimport zz_planted_module\n"
+    result = _run_in_a_kernel_like_child(PYTEST_NO_CONFTEST_CELL.format(module=module), workdir, host=host,
+                                         python_flags=["-P"])
+    assert "crashed" not in result, result
+    assert not marker.exists(), f"the host's import ran the cell's module: {result}"
+    assert not target.exists(), f"the host's import ran the cell's module: {result}"
+    assert result.get("workdir_on_path") is False, result
+
+
+# --- N4-7: pytest's sys.path insert makes the parent directory readable -------------------------------------
+# The confinement reads every sys.path directory like the installation (confine._import_roots, recomputed
+# whenever sys.path changes). With an __init__.py in the working directory, pytest's 'prepend' import mode
+# inserts the package root, the working directory's parent, at sys.path[0]: from then on a library reads any
+# file under the parent by absolute path (the path is printed by pytest itself: 'rootdir: ...'). The kernel
+# runs with -P, like the child below.
+
+PARENT_READ_CELL = """
+import numpy as np
+def read_secret():
+    try:
+        return str(np.loadtxt({secret!r}, dtype=str))
+    except Exception as exc:
+        return type(exc).__name__
+before = read_secret()
+open('pytest.ini', 'w').write('[pytest]\\n')
+open('__init__.py', 'w').write('')
+open('test_planted.py', 'w').write('def test_a():\\n    pass\\n')
+try:
+    np.test(extra_argv=['-c', 'pytest.ini', '--rootdir', '.', '-p', 'no:cacheprovider', '-p', 'no:faulthandler',
+                        '-p', 'no:logging', '-s'], tests=['test_planted.py'])
+except Exception as exc:
+    runner = type(exc).__name__
+after = read_secret()
+"""
+
+
+# FINDING N4-7, route closed by a2b9494 (np.test refused); the confinement still trusts whatever sys.path
+# holds at the time (confine._import_roots), so any other way to extend sys.path reopens it.
+def test_library_test_runner_does_not_make_the_parent_directory_readable(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    secret = "PARENT-SECRET-" + tmp_path.name
+    (tmp_path / "secret.txt").write_text(secret + "\n")
+    host = "report['before'] = eng.namespace.get('before')\nreport['after'] = eng.namespace.get('after')\n"
+    result = _run_in_a_kernel_like_child(PARENT_READ_CELL.format(secret=str(tmp_path / "secret.txt")), workdir,
+                                         host=host, python_flags=["-P"])
+    assert result.get("before") in ("FileNotFoundError", "FileDenied"), result
+    assert secret not in json.dumps(result), f"the cell read a secret in the working directory's parent: {result}"
+
+
+# --- N4-4 through a real kernel at level none (its cwd is the working directory, as by default) ---------------
+
+# FINDING N4-4 through a real kernel (confirmed at 8cd38d5: the conftest printed a frame and ran a process);
+# fixed in a2b9494.
+def test_kernel_np_test_does_not_execute_a_cells_conftest(tmp_path, outside):
+    from kernel_helpers import start_client
+
+    workdir = tmp_path / "kernel-work"
+    workdir.mkdir()
+    target, marker = outside / "kernel-conftest-wrote.txt", outside / "kernel-conftest-process.txt"
+    conftest = CONFTEST.format(target=str(target), marker=str(marker))
+    client = start_client(cwd=str(workdir), isolation="none")
+    try:
+        reply = client.run(PYTEST_CELL.format(conftest=conftest, runner=PYTEST_RUNNERS["numpy_test"]), timeout=120)
+        after = client.run("print(6 * 7)", timeout=30)["output"]
+    finally:
+        client.shutdown()
+    assert after == "42\n", (reply, after)
+    assert not marker.exists(), f"the kernel ran a process for the cell: {reply.get('status')}"
+    assert not target.exists(), f"the kernel wrote outside for the cell: {reply.get('status')}"
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+def test_help_on_a_cell_object_posing_as_a_builtin_evaluates_no_text_signature(tmp_path):
+    done, stdout = run_in_engine("class D:\n    __text_signature__ = '(a=sys.version)'\n    def __get__(self, obj, typ=None):\n"
+            "        return self\n    def __call__(self, a=1):\n        pass\nhelp(D())\n", tmp_path)
+    assert done["status"] == "ok", done
+    assert "3.11" not in stdout and "a=" not in stdout, stdout
+
+
+# From review 7 (docs/reviews.md, "Review 7").
+@pytest.mark.parametrize("stmt", [
+    "compile('1', '/usr/lib/python3.11/os.py', 'eval')",
+    "exec('def f(): return 1', globals()); f.__code__",
+])
+def test_code_objects_under_an_installed_name_are_refused(stmt):
+    result = run_with_host(stmt + "\n", "")
+    assert result["ename"] in ("BuiltinDenied", "AttributeDenied"), result

@@ -20,6 +20,8 @@ import threading
 
 import pytest
 
+from childcell import run_cell_in_child
+
 from sandbox_kernel import confine
 
 
@@ -162,3 +164,21 @@ def _try(job):
         return "ok"
     except BaseException as exc:  # noqa: B902
         return type(exc).__name__
+
+
+# ====================================================================================================================
+# Sink: who is confined.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 5 (docs/reviews.md, "Review 5").
+# --- held: scipy's process pools, tracebacks and generators' frames ------------------------------------------------
+
+@pytest.mark.parametrize("call", ["differential_evolution(np.sum, [(0, 1)], workers=2, maxiter=1, updating='deferred')",
+                                  "brute(np.sum, [(0, 1)], workers=2)"])
+def test_scipy_worker_pools_start_no_process(call):
+    result = run_cell_in_child(f"import numpy as np\nfrom scipy.optimize import differential_evolution, brute\n"
+                               f"r = {call}\n", report=("status", "ename"), limits={"timeout": 20.0}, timeout=180)
+    assert result["status"] == "error" and result["ename"] == "FileDenied", result

@@ -344,3 +344,31 @@ def test_nested_starred_unpacking_keeps_python_semantics(run):
     assert r.ok, r
     assert r.stdout == ("1 [2, 3] 4\n0 [1, 2]\n0 [1, 2, 3] 4\n1 [2] 3\n[('a', ['b'])]\n1 2 [3]\n"
                         "[0, 1] 2 [3]\nValueError\n"), r
+
+
+# ====================================================================================================================
+# Sink: C consumers of an iterable.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 1 (docs/reviews.md, "Review 1").
+# C consumers of an endless iterator, reached as an outsider would try them: each ends at a limit or a
+# size denial instead of running past it (in a child: a miss would fill or hang the test process).
+UNBOUNDED_CONSUMERS = {
+    "bytearray_extend": "import itertools\nb = bytearray()\nb.extend(itertools.repeat(1, 10**10))",
+    "super_list_extend": "import itertools\nclass L(list): pass\nl = L()\nsuper(L, l).extend(itertools.repeat(1, 10**10))",
+    "numpy_fromiter": "import itertools, numpy as np\na = np.fromiter(itertools.repeat(1, 10**10), dtype=np.int8)",
+    "set_update_from_the_class": "import itertools\ns = set()\nset.update(s, itertools.count())",
+    "statistics_fmean": "import itertools, statistics\nx = statistics.fmean(itertools.repeat(1.0, 10**10))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNBOUNDED_CONSUMERS))
+def test_c_consumers_of_endless_iterators_stop_at_a_limit(name):
+    from childcell import run_cell_in_child
+    result = run_cell_in_child(UNBOUNDED_CONSUMERS[name], limits={"timeout": 1.0, "memory_mb": 256},
+                               rlimits={"RLIMIT_AS": 3 << 30}, timeout=30)
+    assert result.get("status") == "error", result
+    assert result["ename"] in ("SizeDenied", "MemoryLimitExceeded", "TimeLimitExceeded", "TickLimitExceeded"), result

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import run_cell_in_child, run_in_engine
 
 
 @pytest.fixture
@@ -308,3 +308,84 @@ def test_host_directories_do_not_answer_whether_they_exist(run, outside):
         errors.append((r.error["ename"], r.error["evalue"].replace(str(target.parent), "<dir>")))
         assert not target.exists()
     assert errors[0] == errors[1], errors
+
+
+# ====================================================================================================================
+# Sink: files opened by Python.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 3 (docs/reviews.md, "Review 3").
+# --- attempts that held (regressions) ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", ["glob.glob('*', dir_fd=3)", "glob.glob('*', root_dir='/')", "glob.glob('/*')",
+                                  "glob.glob('../*')"])
+def test_glob_lists_nothing_outside_the_workdir(run, call):
+    r = run(f"import glob\ntry:\n    found = {call}\nexcept Exception as exc:\n    found = type(exc).__name__\n"
+            f"print(found)")
+    assert r.ok, r
+    assert r.stdout.strip() in ("[]", "FileDenied"), r
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- held: the other attempts, each must be refused (or do nothing) ------------------------------------------
+
+HELD_IN_THE_ENGINE = {
+    "writefile_parent": ("%%writefile ../escaped.txt\nhello\n", "FileDenied"),
+    "writefile_append_climb": ("%%writefile -a ../../escaped.txt\nhello\n", "FileDenied"),
+    "timeit_refused_import": ("%%timeit -n 1 -r 1 import os\npass\n", "ImportDenied"),
+    "exec_dict_subclass": ("class D(dict):\n    pass\nexec('x = 1', D())\n", "TypeError"),
+    "exec_binds_builtins": ("exec('__builtins__ = 5', {})\n", "NameDenied"),
+    "exec_function_globals": ("def f():\n    pass\nexec('x = 1', f.__globals__)\n", "AttributeDenied"),
+    "vars_of_a_module": ("import pandas as pd\nv = vars(pd)\n", "BuiltinDenied"),
+    "lowlevelcallable": ("import scipy\nv = scipy.LowLevelCallable\n", "AttributeDenied"),
+    "styler_template_from_the_workdir": (
+        "import pandas as pd\nopen('t.tpl', 'w').write(\"{% extends 'html_table.tpl' %}{% block table %}"
+        "{{ ''.__class__.__mro__ }}{% endblock %}\")\ndf = pd.DataFrame({'a': [1]})\n"
+        "v = type(df.style).from_custom_template('.', 't.tpl')(df).to_html()\n", "OperationDenied"),
+    "renderers_default": ("import plotly.io as pio\npio.renderers.default = 'browser'\n", "AttributeDenied"),
+    "library_class_write": ("import scipy.stats as st\nst.qmc.Sobol.planted = 1\n", "AttributeDenied"),
+    # (the runtime's print is a library callable: refused before ZoneInfo's own AttributeError)
+    "zoneinfo_cached_instance_write": ("import zoneinfo\nzoneinfo.ZoneInfo('UTC').utcoffset = print\n",
+                                       "AttributeDenied"),
+    "tzfile_outside": ("import dateutil.tz as tz\nv = tz.tzfile('/etc/passwd')\n", "FileDenied"),
+    "zoneinfo_key_climbs": ("import zoneinfo\nv = zoneinfo.ZoneInfo('../../../../etc/passwd')\n", "ValueError"),
+    "help_by_name_of_a_denied_module": ("help('os')\nv = None\n", None),
+    "object_field_over_floats": ("import numpy as np\nv = np.zeros(1).getfield(np.dtype('O'), 0)\n", "TypeError"),
+    "object_view_of_floats": ("import numpy as np\nv = np.zeros(1).view('O')\n", "TypeError"),
+    "coo_index_past_the_shape": ("import numpy as np, scipy.sparse as sp\n"
+                                 "v = sp.coo_array((np.array([1.0]), (np.array([0]), np.array([10**6]))), "
+                                 "shape=(1, 2))\n", "ValueError"),
+    "reduce_ex_in_a_class_body": ("import numpy as np\nclass A(np.ndarray):\n    def __reduce_ex__(self, p):\n"
+                                  "        return (np.ndarray, ((1,), 'O', bytes(8)))\n", "NameDenied"),
+    "dummy_array": ("import numpy as np\nv = np.lib.stride_tricks.DummyArray\n", "AttributeError"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(HELD_IN_THE_ENGINE))
+def test_other_attempts_are_refused(sandbox, tmp_path, route):
+    cell, refusal = HELD_IN_THE_ENGINE[route]
+    r = sandbox.run(cell)
+    assert r.error_name == refusal, r
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path.parent / "escaped.txt").exists()
+    if refusal is None:
+        assert "No documentation found" in r.stdout, r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+@pytest.mark.parametrize("read", [
+    "pd.read_csv('file://{secret}')", "pd.read_csv('file://localhost{secret}')", "pio.read_json('{secret}')",
+    "pd.read_csv('/proc/self/root{secret}')", "pd.read_csv('/proc/self/cwd/../outside/secret.csv')",
+    "np.loadtxt('file://{secret}', delimiter=',', skiprows=1)", "glob.glob('{outside}/*')",
+    "glob.glob('*', root_dir='{outside}')",
+])
+def test_library_reads_outside_the_working_directory_are_refused(tmp_path, outside, read):
+    secret = outside / "secret.csv"
+    secret.write_text("a,b\n1,2\n")
+    cell = ("import numpy as np, pandas as pd, plotly.io as pio, glob\n"
+            f"got = {read.format(secret=secret, outside=outside)}\nprint(got)\n")
+    done, stdout = run_in_engine(cell, tmp_path)
+    assert "secret.csv" not in stdout and "1" not in stdout.replace(str(outside), ""), stdout
+    assert (done["error"] or {}).get("ename") != "SandboxInternalError", done

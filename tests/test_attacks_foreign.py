@@ -77,3 +77,73 @@ def test_styler_renders_for_display(run):
             "print('1.2' in h or '1.3' in h, '<caption>c</caption>' in h)\ns")
     assert r.ok and r.stdout == "True True\n", r
     assert "text/html" in r.events[-1]["data"], r.events[-1]
+
+
+# ====================================================================================================================
+# Sink: objects of libraries the policy does not grant.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 1 (docs/reviews.md, "Review 1").
+# --- Finding 1: jinja2's Environment reached through pandas' Styler is an ungated getattr ----------------
+# df.style.env (a class attribute of pandas' Styler) and df.style.template_html.environment hand the
+# cell a jinja2.Environment. Its getattr/getitem methods look up any name, dunders included, in Python
+# outside the attribute gate, and return the object: pd.read_csv.__globals__ gives the real os, sys and
+# builtins (eval, exec, __import__). The audit hook reads a ContextVar, so os.system run through a fresh
+# contextvars.Context().run(...) (contextvars is in sys.modules) is not refused: `id` ran, and a file
+# outside the working directory was read with os.open/os.read.
+
+JINJA_ROUTES = {
+    "styler_env": "pd.DataFrame({'a': [1]}).style.env",
+    "template_environment": "pd.DataFrame({'a': [1]}).style.template_html.environment",
+}
+
+
+JINJA_ESCAPE = """\
+import pandas as pd
+env = {route}
+G = env.getattr
+I = env.getitem
+gl = G(pd.read_csv, "__globals__")
+os = I(gl, "os")
+cv = I(G(I(gl, "sys"), "modules"), "contextvars")
+run = G(G(cv, "Context")(), "run")
+run(G(os, "system"), "id > {marker}")
+fd = run(G(os, "open"), "{secret_file}", 0)
+print(run(G(os, "read"), fd, 200))
+"""
+
+
+@pytest.mark.parametrize("route", sorted(JINJA_ROUTES))
+def test_jinja_environment_from_styler_is_not_a_full_escape(run, tmp_path, outside, host_secret, route):
+    marker = outside / "pwned-by-jinja"
+    r = run(JINJA_ESCAPE.format(route=JINJA_ROUTES[route], marker=marker, secret_file=tmp_path / "secret.txt"))
+    escaped = [what for what, happened in (("a process ran", marker.exists()),
+                                           ("a file outside the working directory was read", r.leaked(host_secret)))
+               if happened]
+    assert not escaped, escaped
+    assert not r.ok, r
+
+
+def test_jinja_module_and_private_numpy_helpers_are_not_importable(run):
+    r = run("import jinja2")
+    assert not r.ok and r.error_name == "ImportDenied", r
+    r = run("import numpy as np\nD = np.lib._stride_tricks_impl.DummyArray")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# From review 2 (docs/reviews.md, "Review 2").
+JINJA_CALLABLE_READS = {
+    "filters_attr": "env.filters['attr']",
+    "globals_cycler": "env.globals['cycler']",
+    "tests": "env.tests",
+    "policies": "env.policies",
+}
+
+
+@pytest.mark.parametrize("name", sorted(JINJA_CALLABLE_READS))
+def test_jinja_environment_tables_are_opaque(run, name):
+    r = run(f"import pandas as pd\nenv = pd.DataFrame({{'a': [1]}}).style.env\ngot = {JINJA_CALLABLE_READS[name]}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r

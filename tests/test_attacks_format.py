@@ -111,8 +111,8 @@ def test_public_fields_still_work_after_denials(sandbox):
 # pandas' Styler.format / format_index / relabel_index call template.format(value) inside pandas, where the
 # C str.format read any attribute. str.format and str.format_map are gated in the str type itself: while a
 # cell runs, a template with attribute or item fields goes through the cell's field gate unless it is a
-# constant of the library function formatting it. The reviewer's three routes are in
-# test_attacks_review_none.py; these are the variants.
+# constant of the library function formatting it. The reviewer's three routes are at the end of this file
+# (from review 1); these are the variants.
 
 LIBRARY_FORMAT_ROUTES = {
     "styler_formatter_dict": "pd.DataFrame({'a': [f]}, dtype=object).style.format({'a': FIELD}).to_html()",
@@ -190,3 +190,38 @@ def test_library_formatting_is_gated_without_the_extension():
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report == {"attack": "AttributeDenied", "honest": None, "host": "int|2"}, report
+
+
+# ====================================================================================================================
+# Sink: format fields run by libraries.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 1 (docs/reviews.md, "Review 1").
+# --- Finding 2: str.format fields run by pandas on a caller's format string ---------------------------------
+# Styler.format / format_index / relabel_index take a format string and call formatter.format(value)
+# inside pandas, where the attribute gate does not run: '{0.__globals__[codecs].sys.modules[...]}' walks
+# from any function in a cell to any host object and prints it (host module attributes, os.environ).
+# Read-only (format fields cannot call), but every value of the host process is readable.
+
+FORMAT_ROUTES = {
+    "styler_format": "pd.DataFrame({'a': [json.dumps]}, dtype=object).style.format(FIELD).to_html()",
+    "styler_format_index": "pd.DataFrame({'a': [1]}, index=[json.dumps]).style.format_index(FIELD).to_html()",
+    "styler_relabel_index": "pd.DataFrame({'a': [1]}, index=[json.dumps]).style.relabel_index([FIELD]).to_html()",
+}
+
+
+FORMAT_READ = """\
+import json, pandas as pd
+FIELD = "{0.__globals__[codecs].sys.modules[%s].SECRET}"
+print({route})
+"""
+
+
+@pytest.mark.parametrize("route", sorted(FORMAT_ROUTES))
+def test_styler_format_strings_do_not_read_host_objects(run, host_secret, route):
+    from conftest import HOST_SECRET_MODULE
+    r = run(FORMAT_READ.replace("{route}", FORMAT_ROUTES[route]) % HOST_SECRET_MODULE)
+    assert not r.leaked(host_secret), "a host module's attribute was read"

@@ -8,14 +8,20 @@ one validator per property. A library callable stored there with the cell's argu
 an attribute write on any library object (gates.Gates._library_object_write) takes data, the cell's own
 functions and objects, and Python's own types; process-wide singletons and caches are read-only; state a
 library shares by design (pandas' options, plotly's defaults, the holiday registry and federal rules) is
-kept per engine (guards.LIBRARY_STATE). The attacks that reached the host are in
-test_attacks_review_none4.py; these are the variants of the write, and the honest writes that must go on.
+kept per engine (guards.LIBRARY_STATE). The variants of the write and the honest writes that must go on come
+first; the attacks of the independent reviews that reached the host (N4-1/2/3, N5-8, N6-1 to N6-4, N7-1 to N7-3;
+docs/reviews.md) follow in their own section.
 """
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import REPO, host_probe, host_probe_any, run_cell_in_child, run_with_host, savetxt_writer
 
 WRITER = "functools.partial(np.savetxt, 'planted.txt', np.array(['x'], dtype=object), '%s')"
 SETUP = "import functools, operator, numpy as np, pandas as pd, pandas.tseries.holiday as h\n"
@@ -147,3 +153,550 @@ def test_state_a_library_shares_is_the_engines_own(route):
     result = run_cell_in_child(cell + "\n#CELL\nkept = 1\n", report=("status", "ename"), probe=probe)
     assert result["status"] == "ok", result
     assert result["cell"] not in ("plotly_dark", "__main__", "mine"), result
+
+
+# ====================================================================================================================
+# Sink: a library's objects.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- N4-1: pandas' holiday-calendar registry ---------------------------------------------------------------
+# pandas.tseries.holiday keeps a module-level dict, holiday_calendars, that HolidayCalendarMetaClass fills
+# with every subclass of AbstractHolidayCalendar when the class is made, by class name. A cell's class named
+# USFederalHolidayCalendar replaces pandas' own. Its rules are Holiday objects whose observance= (a plain
+# attribute the library calls with each date) is a library callable: not cell code, so no idle tick stops it,
+# and outside the cell no confinement holds. Whoever calls get_calendar('USFederalHolidayCalendar').holidays()
+# after the cell (the kernel's host code, another engine's session) runs it.
+
+HOLIDAY_CELL = """
+import functools, numpy as np
+from pandas.tseries.holiday import AbstractHolidayCalendar, Holiday
+class USFederalHolidayCalendar(AbstractHolidayCalendar):
+    rules = [Holiday('planted', month=1, day=1, observance={writer})]
+"""
+
+
+HOST_USES_THE_CALENDAR = """
+def probe_host(report):
+    import pandas as pd
+    from pandas.tseries.holiday import get_calendar
+    calendar = get_calendar('USFederalHolidayCalendar')
+    report['calendar_module'] = type(calendar).__module__
+    try:
+        calendar.holidays(pd.Timestamp('2020-01-01'), pd.Timestamp('2020-12-31'))
+    except Exception as exc:
+        report['host_error'] = type(exc).__name__
+"""
+
+
+def test_holiday_calendar_registry_does_not_carry_a_cells_calendar_to_the_host(outside):
+    target = outside / "holiday-observance.sh"
+    result = run_cell_in_child(HOLIDAY_CELL.format(writer=savetxt_writer(target)),
+                               report=("status", "ename"), probe=HOST_USES_THE_CALENDAR)
+    assert not target.exists(), f"the host ran the cell's observance unconfined: {json.dumps(result)}"
+    assert result.get("calendar_module") == "pandas.tseries.holiday", result
+
+
+# --- N4-2: module-level instances of granted libraries are writable ------------------------------------------
+# The write gate makes modules, library classes and dateutil's instances read-only, but not the *instances*
+# numpy, pandas, scipy and plotly keep at module level and share with the whole process: scipy.stats' ~100
+# distribution objects, pandas' Holiday rules (USMemorialDay ...), and the class-level rules list of
+# USFederalHolidayCalendar (a list: item writes and append are not attribute writes). A library callable
+# stored there as an attribute shadows the method, or is the callable the library calls (observance), and
+# runs whenever the host uses the library after the cell.
+
+SINGLETON_ROUTES = {
+    "scipy_stats_norm_pdf": (
+        "import functools, numpy as np, scipy.stats as st\nst.norm.pdf = {writer}\n",
+        "import scipy.stats as st\nst.norm.pdf(0.5)"),
+    "pandas_holiday_instance_observance": (
+        "import functools, numpy as np\nimport pandas.tseries.holiday as h\nh.USMemorialDay.observance = {writer}\n",
+        "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+        "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "pandas_holiday_class_rules_list": (
+        "import functools, numpy as np\nfrom pandas.tseries.holiday import USFederalHolidayCalendar, Holiday\n"
+        "USFederalHolidayCalendar.rules.append(Holiday('planted', month=1, day=1, observance={writer}))\n",
+        "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+        "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "plotly_validator_cache": (
+        "import functools, numpy as np\nfrom plotly.validator_cache import ValidatorCache\n"
+        "ValidatorCache.get_validator('scatter', 'x').validate_coerce = {writer7}\n",
+        "import plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1, 2], y=[3, 4]))"),
+    "numpy_ma_operation_ufunc": (
+        "import functools, numpy as np\nnp.ma.sqrt.f = {writer}\n",
+        "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(SINGLETON_ROUTES))
+def test_module_level_library_instances_do_not_carry_a_library_callable_to_the_host(outside, route):
+    cell, use = SINGLETON_ROUTES[route]
+    target = outside / f"singleton-{route}.sh"
+    writer = savetxt_writer(target)
+    writer7 = writer[:-1] + ", '')"   # one more positional: validate_coerce(v) lands in `comments`
+    result = run_cell_in_child(cell.format(writer=writer, writer7=writer7), report=("status", "ename"),
+                               probe=host_probe(use))
+    assert "crashed" not in result, result
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+
+
+# --- N4-3 (lesser): process-wide data on the same singletons --------------------------------------------------
+
+SINGLETON_DATA = {
+    "scipy_stats_badvalue": ("import scipy.stats as st\nst.norm.badvalue = 42.0\n",
+                             "import scipy.stats as st\n    report['changed'] = st.norm.badvalue == 42.0"),
+    "numpy_finfo_cache": ("import numpy as np\nnp.finfo(np.float64).eps = 0.5\n",
+                          "import numpy as np\n    report['changed'] = bool(np.finfo(np.float64).eps == 0.5)"),
+    "plotly_io_defaults_urls": ("import plotly.io as pio\npio.defaults.plotlyjs = 'https://attacker.example/p.js'\n",
+                                "import plotly.io as pio\n    report['changed'] = pio.defaults.plotlyjs is not None"),
+    "plotly_json_config": ("import plotly.io as pio\npio.json.config.default_engine = 'json'\n",
+                           "import plotly.io as pio\n    report['changed'] = pio.json.config.default_engine == 'json'"),
+    "scipy_special_error_state": ("import scipy.special as sc\nsc.seterr(all='raise')\n",
+                                  "import scipy.special as sc\n"
+                                  "    report['changed'] = sc.geterr()['singular'] == 'raise'"),
+    "plotly_express_defaults": ("import plotly.express as px\npx.defaults.width = 5\n",
+                                "import plotly.express as px\n    report['changed'] = px.defaults.width == 5"),
+}
+
+
+HOST_READS = """
+def probe_host(report):
+    {use}
+"""
+
+
+N4_3_OPEN = pytest.mark.xfail(strict=True, reason="FINDING N4-3 (lesser): a cell changes process-wide data on "
+                              "module-level instances of granted libraries (scipy.stats.norm.badvalue, "
+                              "plotly.express.defaults)")
+
+
+KEPT_PER_ENGINE = ("scipy_special_error_state",)   # guards.LIBRARY_STATE since 9cf239f
+
+
+@pytest.mark.parametrize("route", sorted(SINGLETON_DATA))
+def test_module_level_library_instances_keep_their_data_after_the_cell(route):
+    cell, use = SINGLETON_DATA[route]
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=HOST_READS.replace("{use}", use))
+    assert "crashed" not in result, result
+    assert result.get("changed") is False, result
+
+
+def test_plotly_renderers_default_is_not_writable():
+    probe = "def probe_host(report):\n    import plotly.io as pio\n    report['default'] = pio.renderers.default\n"
+    before = run_cell_in_child("x = 1\n", report=("status",), probe=probe)
+    after = run_cell_in_child("import plotly.io as pio\npio.renderers.default = 'browser'\n",
+                              report=("status", "ename"), probe=probe)
+    assert after["ename"] == "AttributeDenied", after
+    assert after["default"] == before["default"], (before, after)
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+# --- N5-8: a cell subclass of functools.partial is "the cell's own callable" -------------------------------------
+# The library-object write check (in the working tree as this review ran, for N4-2: `libobj.name = v` takes data
+# and the cell's own functions only; gates._library_object_write / _cell_or_builtin_callable) counts any object
+# of a class the cell made as the cell's code: "its __call__ the special-method rule makes the cell's". A
+# class P(functools.partial): pass has no __call__ of its own; it inherits partial's C tp_call, which calls the
+# wrapped library function with the stored arguments and runs no cell code. P(np.savetxt, outside, ...) is
+# accepted as Holiday.observance, np.ma.sqrt.f (the N4-2 routes), and on pandas' process-wide Float64Dtype
+# instance (reached as a returned value: pd.array([1.5, None]).dtype is the one instance pandas keeps in a
+# module-level table) as construct_array_type. The host's next use (a custom business day, np.ma.sqrt, and
+# Series.convert_dtypes() / astype('Float64') / pd.concat of masked floats) writes the file, unconfined.
+# (At HEAD, without that check, a plain partial does the same through every route.) The class-statement rule
+# for special methods refuses P objects (held below).
+
+PARTIAL_SUBCLASS = ("import functools, numpy as np, pandas as pd\nclass P(functools.partial):\n    pass\n"
+                    "W = P(np.savetxt, {target!r}, np.array(['echo PWNED-BY-REVIEW5'], dtype=object), "
+                    "'%s', ' ', '\\n', '')\n")
+
+
+PARTIAL_SUBCLASS_ROUTES = {
+    "shared_float64_dtype": ("pd.array([1.5, None]).dtype.construct_array_type = W\n",
+                             "import pandas as pd\npd.Series([1.5, None]).convert_dtypes()"),
+    "holiday_observance": ("import pandas.tseries.holiday as h\nh.USMemorialDay.observance = W\n",
+                           "import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+                           "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())"),
+    "numpy_ma_operation": ("np.ma.sqrt.f = W\n", "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"),
+}
+
+
+# FINDING N5-8, fixed: an object of a cell class is the cell's callable only if its __call__ is the cell's
+# function (gates._cell_or_builtin_callable), and pandas' extension dtypes are read-only (shared by the process).
+@pytest.mark.parametrize("route", sorted(PARTIAL_SUBCLASS_ROUTES))
+def test_partial_subclass_on_a_library_object_does_not_reach_the_host(outside, route):
+    target = outside / f"partial-subclass-{route}.sh"
+    plant, use = PARTIAL_SUBCLASS_ROUTES[route]
+    result = run_cell_in_child(PARTIAL_SUBCLASS.format(target=str(target)) + plant, report=("status", "ename"),
+                               probe=host_probe(use))
+    assert "crashed" not in result, result
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+
+
+# From review 6 (docs/reviews.md, "Review 6").
+HOST_MA_SQRT = "import numpy as np\nnp.ma.sqrt(np.ma.array([4.0]))"
+
+
+HOST_BUSINESS_DAY = ("import pandas as pd\nfrom pandas.tseries.holiday import USFederalHolidayCalendar\n"
+                     "pd.offsets.CustomBusinessDay(calendar=USFederalHolidayCalendar())")
+
+
+PLANT_MA = "np.ma.sqrt.f = {target}\n"
+
+
+PLANT_OBSERVANCE = "import pandas.tseries.holiday as h\nh.USMemorialDay.observance = {target}\n"
+
+
+# --- N6-1: a cell class is "the cell's callable", though calling it runs only library code -----------------------
+# gates._cell_or_builtin_callable accepts any class the cell defined as a value for a library object's attribute.
+# Calling a class runs the __new__/__init__ it inherits; the class-statement rule checks special methods only, so
+# a non-special class attribute may be any library callable, and the inherited library code calls it:
+# collections.UserDict.__init__(arg) calls self.update(arg); enum's EnumType.__call__(value) calls
+# cls._missing_(value) for a value that is not a member. The cell defines no function; nothing ticks or refuses.
+
+CLASS_CALLABLES = {
+    "userdict_update": "import collections\nclass C(collections.UserDict):\n    update = {writer}\n",
+    "enum_missing": "import enum\nclass C(enum.Enum):\n    A = 1\n    _missing_ = {writer}\n",
+}
+
+
+CLASS_SINKS = {
+    "numpy_ma_operation": (PLANT_MA, HOST_MA_SQRT),
+    "holiday_observance": (PLANT_OBSERVANCE, HOST_BUSINESS_DAY),
+}
+
+
+@pytest.mark.parametrize("sink", sorted(CLASS_SINKS))
+@pytest.mark.parametrize("klass", sorted(CLASS_CALLABLES))
+def test_a_cell_class_on_a_library_object_runs_no_library_callable_in_the_host(outside, klass, sink):
+    target = outside / f"class-{klass}-{sink}.sh"
+    plant, use = CLASS_SINKS[sink]
+    cell = ("import functools, numpy as np\n" + CLASS_CALLABLES[klass].format(writer=savetxt_writer(target))
+            + plant.format(target="C"))
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=host_probe_any(use), hard_exit=True)
+    assert "crashed" not in result, result
+    assert result["ename"] == "AttributeDenied", result   # the plant is refused (it was accepted, and the host wrote)
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+
+
+# --- N6-2: a non-callable cell object carries a library callable ----------------------------------------------------
+# The library-object write check (gates._library_object_write) refuses a value only when callable(value) and it is
+# not the cell's; an instance of a cell class with no __call__ is data to it, whatever it holds. pandas' Holiday
+# calls self.start_date.tz_localize(tz) (Holiday._reference_dates) when the holiday's dates are computed: the
+# cell's S with tz_localize = partial(np.savetxt, outside, ...) as a class attribute, an instance attribute (the
+# cell's own objects take any value), or a property whose getter is the partial.
+
+CARRIERS = {
+    "class_attribute": "class S:\n    tz_localize = {writer}\ncarrier = S()\n",
+    "instance_attribute": "class S:\n    pass\ncarrier = S()\ncarrier.tz_localize = {writer}\n",
+    "property": "class S:\n    tz_localize = property({writer})\ncarrier = S()\n",
+}
+
+
+@pytest.mark.parametrize("carrier", sorted(CARRIERS))
+def test_a_cell_object_on_a_library_object_carries_no_library_callable_to_the_host(outside, carrier):
+    target = outside / f"carrier-{carrier}.sh"
+    cell = ("import functools, numpy as np\nimport pandas.tseries.holiday as h\n"
+            + CARRIERS[carrier].format(writer=savetxt_writer(target)) + "h.USMemorialDay.start_date = carrier\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=host_probe_any(HOST_BUSINESS_DAY), hard_exit=True)
+    assert "crashed" not in result, result
+    assert result["ename"] == "AttributeDenied", result   # the plant is refused (it was accepted, and the host wrote)
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+
+
+# --- N6-3: the interpreter's ZoneInfo cache keeps the cell's key object ---------------------------------------------
+# ZoneInfo instances are cached by key for the whole process. A str subclass equal to 'Europe/Paris' (same hash)
+# fills the cache entry; every later ZoneInfo('Europe/Paris') returns that instance, and its .key and str() are
+# the cell's object. The class body holds split = partial(np.savetxt, outside, ...) (zoneinfo's own loading calls
+# only startswith, so nothing runs in the cell); host code splitting the zone name writes the file.
+
+ZONE_CELL = ("import functools, zoneinfo, numpy as np\nclass S(str):\n    split = {writer}\n"
+             "z = zoneinfo.ZoneInfo(S('Europe/Paris'))\n")
+
+
+ZONE_HOST = """
+def probe_host(report):
+    import zoneinfo
+    tz = zoneinfo.ZoneInfo('Europe/Paris')
+    report['key_type'] = type(tz.key).__name__
+    try:
+        report['region'] = str(tz.key.split('/')[0])
+    except BaseException as exc:
+        report['host_error'] = type(exc).__name__
+"""
+
+
+# FINDING N6-3, fixed: the cell's zoneinfo.ZoneInfo passes an exact str to the real one (guards._guard_zoneinfo).
+def test_the_zoneinfo_cache_hands_the_host_no_cell_key(outside):
+    target = outside / "zoneinfo-key.sh"
+    result = run_cell_in_child(ZONE_CELL.format(writer=savetxt_writer(target)), report=("status", "ename"),
+                               probe=ZONE_HOST, hard_exit=True)
+    assert "crashed" not in result, result
+    # (the class S itself is refused now: split = partial(...) overrides str's own method with a library
+    # callable; the ZoneInfo guard is tested alone below)
+    assert not target.exists(), f"the host ran the cell's planted callable unconfined: {json.dumps(result)}"
+    assert result["key_type"] == "str", result
+
+
+# --- N6-4: plotly's ValidatorCache filled under a key the cell chose ------------------------------------------------
+# ValidatorCache.get_validator(parent, name) looks the validator up by f"{parent}.{name}" and caches it under
+# (parent, name). With name = S('x') whose __format__ (the cell's function, run in the cell) answers 'mode', the
+# cache entry ('scatter', 'x') (S == 'x') holds scatter.mode's FlaglistValidator for everyone after the cell: the
+# kernel's output wall (plotlyfigure._build_schema, lazily in the host) classifies scatter.x by it, and the host's
+# next go.Scatter(x=...) raises LimitExceeded, a BaseException, from the planted __format__.
+
+VALIDATOR_CELL = ("from plotly.validator_cache import ValidatorCache\nclass S(str):\n"
+                  "    def __format__(self, spec):\n        return 'mode' if str(self) == 'x' else str(self)\n"
+                  "v = ValidatorCache.get_validator('scatter', S('x'))\n")
+
+
+VALIDATOR_HOST = """
+def probe_host(report):
+    try:
+        from sandbox_kernel import plotlyfigure
+        report['wall_x'] = repr(plotlyfigure.schema().traces['scatter'].field('x'))
+    except BaseException as exc:
+        report['wall_error'] = type(exc).__name__
+    try:
+        import plotly.graph_objects as go
+        go.Scatter(x=[1, 2], y=[3, 4])
+        report['scatter'] = 'ok'
+    except BaseException as exc:
+        report['scatter'] = type(exc).__name__
+"""
+
+
+def test_the_output_wall_classifies_scatter_x_as_data_after_an_honest_cell():
+    result = run_cell_in_child("x = 1\n", report=("status",), probe=VALIDATOR_HOST, hard_exit=True)
+    assert result["wall_x"] == "Leaf('array', 'scatter.x')" and result["scatter"] == "ok", result
+
+
+def test_the_validator_cache_keeps_no_validator_the_cell_chose():
+    result = run_cell_in_child(VALIDATOR_CELL, report=("status", "ename"), probe=VALIDATOR_HOST, hard_exit=True)
+    assert "crashed" not in result, result
+    assert result["status"] == "ok", result
+    assert result.get("wall_x") == "Leaf('array', 'scatter.x')", result
+    assert result["scatter"] == "ok", result
+
+
+# --- held ----------------------------------------------------------------------------------------------------------
+
+CELL_WRAPPERS = {
+    "lambda": "W = {writer}\nnp.ma.sqrt.f = lambda d: W(d)\n",
+    "def_with_default": "def f(d, w={writer}):\n    return w(d)\nnp.ma.sqrt.f = f\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(CELL_WRAPPERS))
+def test_the_cells_own_function_refuses_to_run_in_the_host(outside, route):
+    target = outside / f"wrapper-{route}.sh"
+    cell = "import functools, numpy as np\n" + CELL_WRAPPERS[route].format(writer=savetxt_writer(target))
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=host_probe_any(HOST_MA_SQRT), hard_exit=True)
+    assert "crashed" not in result, result
+    assert result.get("host_error") == "LimitExceeded", result
+    assert not target.exists(), result
+
+
+@pytest.mark.parametrize("name", ["__init__", "__new__"])
+def test_a_library_callable_as_a_constructor_special_method_is_refused(outside, name):
+    target = outside / f"special-{name}.sh"
+    cell = f"import functools, numpy as np\nclass C:\n    {name} = {savetxt_writer(target)}\nnp.ma.sqrt.f = C\n"
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=host_probe_any(HOST_MA_SQRT), hard_exit=True)
+    assert result["ename"] == "AttributeDenied", result
+    assert not target.exists(), result
+
+
+def test_numpy_ma_nx_function_name_is_not_writable():
+    result = run_cell_in_child("import numpy as np\nnp.ma.vstack.__name__ = 'savetxt'\n",
+                               report=("status", "ename"),
+                               probe=host_probe_any("import numpy as np\nreport['name'] = np.ma.vstack.__name__"),
+                               hard_exit=True)
+    assert result["ename"] == "AttributeDenied" and result["name"] == "vstack", result
+
+
+def test_cached_date_offsets_take_no_attributes():
+    result = run_cell_in_child("import pandas as pd\npd.tseries.frequencies.to_offset('B').planted = 1\n",
+                               report=("status", "ename"), hard_exit=True)
+    assert result["ename"] == "AttributeError", result
+
+
+def test_the_cells_zoneinfo_gives_the_cache_an_exact_str_key():
+    """(N6-3's second half: a str subclass the class rules allow, with a method of its own.)"""
+    cell = ("import zoneinfo\nclass S(str):\n    def shout(self):\n        return self.upper()\n"
+            "z = zoneinfo.ZoneInfo(S('Europe/Paris'))\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=ZONE_HOST, hard_exit=True)
+    assert result["status"] == "ok" and result["key_type"] == "str", result
+
+
+# From review 7 (docs/reviews.md, "Review 7").
+# --- N7-1: class-level containers of granted classes, and lists nested in module-level dicts ------------------------
+
+STDLIB_CONTAINERS = {
+    "textwrap_whitespace_table": (
+        "import textwrap\ntextwrap.TextWrapper.unicode_whitespace_trans[ord('a')] = 'PWNED'\n",
+        "import textwrap\nreport['host'] = textwrap.fill('banana')",
+        "banana"),
+    "calendar_css_classes": (
+        "import calendar\ncalendar.HTMLCalendar.cssclasses[0] = '\"><script>alert(1)</script>'\n",
+        "import calendar\nreport['host'] = 'script' in calendar.HTMLCalendar().formatmonth(2026, 1)",
+        False),
+    "plotly_scales_nested_list": (
+        "import plotly.colors as pc\npc.PLOTLY_SCALES['Greys'].append([1, 'PWNED'])\n",
+        "import plotly.colors as pc\nreport['host'] = len(pc.PLOTLY_SCALES['Greys'])",
+        2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STDLIB_CONTAINERS))
+def test_library_class_containers_are_not_changed_for_the_host(case):
+    cell, use, expected = STDLIB_CONTAINERS[case]
+    result = run_with_host(cell, use)
+    assert result.get("host") == expected, json.dumps(result)
+
+
+# --- N7-2: pandas' module-level Holiday rules keep their offsets in a list ------------------------------------------
+
+HOST_EASTER = ("from pandas.tseries.holiday import EasterMonday, GoodFriday\n"
+               "report['host'] = [str(d.date()) for d in EasterMonday.dates('2020-01-01', '2022-01-01')]"
+               " + [str(d.date()) for d in GoodFriday.dates('2020-01-01', '2022-01-01')]")
+
+
+EASTER_TRUE = ["2020-04-13", "2021-04-05", "2020-04-10", "2021-04-02"]
+
+
+def test_the_host_holidays_are_right_without_a_cell():
+    result = run_with_host("x = 1\n", HOST_EASTER)
+    assert result.get("host") == EASTER_TRUE, result
+
+
+def test_holiday_offset_lists_are_not_changed_for_the_host():
+    cell = ("import pandas as pd\nfrom pandas.tseries.holiday import EasterMonday, GoodFriday\n"
+            "EasterMonday.offset.append(pd.DateOffset(days=1))\n"
+            "GoodFriday.offset[1] = pd.DateOffset(days=-1)\n")
+    result = run_with_host(cell, HOST_EASTER)
+    assert result.get("host") == EASTER_TRUE, json.dumps(result)
+
+
+def test_a_cell_offset_in_the_holiday_list_runs_no_library_callable_in_the_host(outside):
+    target = outside / "easter-apply.txt"
+    cell = ("import functools, numpy as np, pandas as pd\nfrom pandas.tseries.holiday import EasterMonday\n"
+            f"W = {savetxt_writer(target)}\n"
+            "class Off(pd.DateOffset):\n    _apply_array = W\n    _apply = W\n"
+            "EasterMonday.offset.append(Off(days=1))\n")
+    result = run_with_host(cell, HOST_EASTER)
+    assert not target.exists(), f"the host ran the cell's planted callable: {json.dumps(result)}"
+
+
+def test_a_cell_offset_overriding_add_datetime_ndarray_with_a_partial_is_refused(outside):
+    target = outside / "easter-add.txt"
+    cell = ("import functools, numpy as np, pandas as pd\nfrom pandas.tseries.holiday import EasterMonday\n"
+            f"W = {savetxt_writer(target)}\n"
+            "class Off(pd.DateOffset):\n    _add_datetime_ndarray = W\n"
+            "EasterMonday.offset.append(Off(days=1))\n")
+    result = run_with_host(cell, HOST_EASTER)
+    # refused at the library override (AttributeDenied), and since review 8 already at the class: a cell may not
+    # subclass pandas' _libs classes (BuiltinDenied)
+    assert result["ename"] in ("AttributeDenied", "BuiltinDenied"), result
+    assert result.get("host") == EASTER_TRUE, result
+    assert not target.exists()
+
+
+# --- N7-3: plotly validators' value lists, read by plotly and by the kernel's output wall ---------------------------
+
+PLANT_VALIDATORS = ("from plotly.validator_cache import ValidatorCache\n"
+                    "ValidatorCache.get_validator('scatter', 'mode').flags.append('PWN')\n"
+                    "ValidatorCache.get_validator('scatter', 'fill').values.append('/.*/')\n")
+
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+HOST_WALL = f"""
+from sandbox_kernel import plotlyfigure
+try:
+    out = plotlyfigure.validate_figure({{'data': [{{'type': 'scatter', 'x': [1], 'y': [1], 'fill': {XSS!r},
+                                                    'mode': 'PWN'}}], 'layout': {{}}}})
+    trace = out['data'][0]
+    report['wall'] = [trace.get('fill'), trace.get('mode')]
+except plotlyfigure.FigureRejected:
+    report['wall'] = 'rejected'
+"""
+
+
+HOST_PLOTLY = """
+import plotly.graph_objects as go
+try:
+    go.Scatter(mode='PWN+lines')
+    report['plotly'] = 'accepted'
+except ValueError:
+    report['plotly'] = 'refused'
+"""
+
+
+def test_the_wall_removes_an_unknown_fill_and_mode_without_a_cell():
+    result = run_with_host("x = 1\n", HOST_WALL + HOST_PLOTLY)
+    assert result.get("wall") in ("rejected", [None, None]), result
+    assert result.get("plotly") == "refused", result
+
+
+def test_plotly_validator_lists_do_not_widen_the_output_wall():
+    result = run_with_host(PLANT_VALIDATORS, HOST_WALL)
+    assert result.get("wall") in ("rejected", [None, None]), json.dumps(result)
+
+
+def test_plotly_validator_lists_are_not_changed_for_the_host():
+    result = run_with_host(PLANT_VALIDATORS, HOST_PLOTLY)
+    assert result.get("plotly") == "refused", json.dumps(result)
+
+
+# Through the kernel's own backend (added with the fix): the validators' lists a cell reads are its own copies
+# (gates.Gates._containers_copied: validators are process-wide objects), so the wall the kernel builds after
+# the cell is plotly's own.
+KERNEL_WALL = textwrap.dedent("""
+    import json, sys, tempfile
+    from sandbox_kernel.isolation import make_backend
+    from sandbox_kernel.policy import PRESETS
+    backend = make_backend("none", PRESETS["data-science"], tempfile.mkdtemp())
+    done = backend.run_cell(sys.argv[1], emit=lambda e: None)
+    report = {"status": done["status"]}
+""") + HOST_WALL + "\nprint(json.dumps(report))\n"
+
+
+def test_the_kernels_wall_at_level_none_is_not_widened_by_a_cell():
+    out = subprocess.run([sys.executable, "-c", KERNEL_WALL, PLANT_VALIDATORS], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["status"] == "ok", result   # the cell changed its own copies
+    assert result["wall"] in ("rejected", [None, None]), result
+
+
+LIBRARY_WRITES = [
+    "json.JSONEncoder.default = W", "json.JSONEncoder.iterencode = W", "json.JSONEncoder.item_separator = 'x'",
+    "json.JSONDecoder.object_hook = W", "json.encoder.INFINITY = 'x'", "np.ndarray.foo = 1",
+    "pd.DataFrame.foo = 1", "collections.OrderedDict.foo = 1", "json.dumps.__defaults__ = (W,)",
+    "json.dump.__kwdefaults__ = {}",
+]
+
+
+@pytest.mark.parametrize("stmt", LIBRARY_WRITES)
+def test_library_class_and_function_writes_are_refused(outside, stmt):
+    cell = ("import json, json.encoder, collections, functools, numpy as np, pandas as pd\n"
+            f"W = {savetxt_writer(outside / 'w.txt')}\n{stmt}\n")
+    result = run_with_host(cell, "")
+    assert result["ename"] == "AttributeDenied", result
+
+
+def test_module_level_containers_are_copies_or_read_only():
+    cell = ("import numpy as np, plotly.colors as pc\nout = []\n"
+            "try:\n    np.sctypeDict['float64'] = np.int8\n    out.append('written')\n"
+            "except TypeError:\n    out.append('refused')\n"
+            "try:\n    np.typecodes['All'] = 'x'\n    out.append('written')\n"
+            "except TypeError:\n    out.append('refused')\n"
+            "pc.qualitative.Plotly[0] = '#123456'\npc.sequential.Viridis.append('#000000')\n"
+            "assert out == ['refused', 'refused'], out\n")
+    use = ("import numpy as np, plotly.colors as pc\n"
+           "report['host'] = [str(np.dtype('float64')), pc.qualitative.Plotly[0], pc.sequential.Viridis[-1]]")
+    result = run_with_host(cell, use)
+    assert result["status"] == "ok", result
+    assert result.get("host") == ["float64", "#636EFA", "#fde725"], result

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from childcell import GIVE_UP, TIGHT, ended_near_its_limit, run_cell_in_child
+from childcell import GIVE_UP, TIGHT, ended_near_its_limit, run_cell_in_child, run_in_engine
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -300,3 +300,47 @@ def test_display_output_is_capped(run, src):
     r = run(src, output_bytes=cap)
     size = sum(len(json.dumps(e)) for e in r.events if e["type"] in ("display", "result"))
     assert size < 2 * cap, f"{size:,} bytes of display data for a {cap:,}-byte cell limit"
+
+
+# ====================================================================================================================
+# Sink: resource limits (time, memory, internal errors).
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- N4-5 (lesser): %time with no statement is an internal error ----------------------------------------------
+# IPython times nothing and goes on; the engine reports "the sandbox failed while it finished this cell".
+
+# FINDING N4-5, fixed by f6579b1 (with N4-12: the same failure in the engine's finishing).
+@pytest.mark.parametrize("cell", ["%time", "%time\nx = 1", "x = %time"])
+def test_time_magic_with_no_statement_is_not_an_internal_error(run, cell):
+    r = run(cell)
+    assert r.error_name != "SandboxInternalError", r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+# --- held: magics, help, process-wide state, registries, files ------------------------------------------------
+
+@pytest.mark.parametrize("cell", ["%timeit -n 1 -r 1 yield 1", "%timeit -n 1 -r 1 return 'x'",
+                                  "%timeit -p 99999999999999999999 -n1 -r1 x=1",
+                                  "%timeit -n 99999999999999999999 -r1 x=1",
+                                  "%timeit -n1 -r1 -v __builtins__ x=1", "x = %time",
+                                  "def f():\n    x = %timeit -n1 -r1 -o yield 1\n    return x\nprint(list(f()))"])
+def test_timeit_statements_that_break_the_helper_are_clean_errors(tmp_path, cell):
+    done, _ = run_in_engine(cell, tmp_path)
+    assert done["status"] == "error", done
+    assert done["error"]["ename"] != "SandboxInternalError", done
+
+
+# From review 8 (docs/reviews.md, "Review 8").
+@pytest.mark.parametrize("cell, ename", [
+    ("import time\ntime.sleep(30)\n", "TimeLimitExceeded"),
+    ("input('x')\n", "BuiltinDenied"),
+    ("import numpy as np\nnp.random.default_rng().random((30000, 30000)).sum()\n", "MemoryLimitExceeded"),
+])
+def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
+    result = run_cell_in_child(cell, limits={"timeout": 1.0, "memory_mb": 512}, report=("status", "ename"),
+                               hard_exit=True, timeout=120)
+    assert result["ename"] == ename, result

@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import run_cell_in_child, run_reporting
 from conftest import Sandbox
 from rawview import assert_no_full_escape, assert_no_raw_view
 
@@ -1027,3 +1027,207 @@ def test_resize_without_refcheck_leaves_no_dangling_view():
 
 def test_resize_without_refcheck_is_not_a_full_escape(tmp_path):
     assert_no_full_escape(RESIZE_VIEW, tmp_path, tail=RESIZE_ESCAPE)
+
+
+# ====================================================================================================================
+# Sink: raw memory.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 1 (docs/reviews.md, "Review 1").
+def test_sliding_window_view_of_a_subclass_that_lies_about_strides_is_no_raw_view(sandbox):
+    # sliding_window_view(subok=True) takes strides and shape from the subclass' Python properties and
+    # hands them to as_strided, which lays a DummyArray's interface over the base's memory.
+    r = sandbox.run("""\
+import numpy as np
+class Evil(np.ndarray):
+    @property
+    def strides(self):
+        return (1,)
+    @property
+    def shape(self):
+        return (1 << 20,)
+x = np.zeros(16, dtype=np.uint8).view(Evil)
+v = np.lib.stride_tricks.sliding_window_view(x, 1, subok=True, writeable=True)
+big = np.asarray(v).view(np.ndarray)
+n = big.size
+""")
+    assert not r.ok and "raw array protocols" in r.error_value, r
+    assert "n" not in sandbox.ns
+
+
+# From review 2 (docs/reviews.md, "Review 2").
+# --- N2-3: numpy's bit generators hand out ctypes -----------------------------------------------------------
+
+BIT_GENERATORS = {
+    "pcg64": "np.random.PCG64(1)",
+    "mt19937": "np.random.MT19937(1)",
+    "default_rng": "np.random.default_rng(1).bit_generator",
+}
+
+
+CTYPES_SYSTEM = """\
+import numpy as np
+c = {bit_generator}.ctypes
+F = type(c.next_uint64)
+class D:
+    _handle = 0          # dlsym(RTLD_DEFAULT, ...)
+system = F(("system", D()))
+system(b"id > {marker}")
+"""
+
+
+@pytest.mark.parametrize("bit_generator", sorted(BIT_GENERATORS))
+def test_bit_generator_ctypes_is_not_a_full_escape(run, outside, bit_generator):
+    marker = outside / f"pwned-by-ctypes-{bit_generator}"
+    r = run(CTYPES_SYSTEM.format(bit_generator=BIT_GENERATORS[bit_generator], marker=marker))
+    assert not marker.exists(), "a process ran"
+    assert not r.ok, r
+
+
+def test_bit_generator_ctypes_does_not_read_memory(run):
+    r = run("import numpy as np\nV = type(np.random.PCG64(1).ctypes.state)\n"
+            "refcount_of_one = V.from_address(id(1)).value\n")
+    assert not r.ok, r
+
+
+def test_bit_generator_cffi_is_refused(run):
+    r = run("import numpy as np\nhandle = np.random.PCG64(1).cffi\n")
+    assert not r.ok, r
+
+
+@pytest.mark.parametrize("expr", ["np.ma.array([1]).ctypes", "np.matrix([1]).ctypes", "np.zeros(2).T.ctypes"])
+def test_array_ctypes_is_refused_on_subclasses_and_views(run, expr):
+    r = run(f"import numpy as np\nx = {expr}")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+BIT_GENERATOR_HANDLE_ROUTES = {
+    "attribute": "bg.{name}",
+    "getattr": "getattr(bg, '{name}')",
+    "attrgetter": "operator.attrgetter('{name}')(bg)",
+    "from_the_class": "type(bg).{name}.__get__(bg)",
+    "match": "match bg:\n    case np.random.PCG64({name}=found):\n        pass",
+}
+
+
+@pytest.mark.parametrize("name", ["ctypes", "cffi", "capsule"])
+@pytest.mark.parametrize("route", sorted(BIT_GENERATOR_HANDLE_ROUTES))
+def test_bit_generator_handles_are_refused_by_every_route(run, route, name):
+    r = run(f"import operator, numpy as np\nbg = np.random.PCG64(1)\n"
+            f"{BIT_GENERATOR_HANDLE_ROUTES[route].format(name=name)}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_type_hands_out_a_class_as_its_dunder_would(run):
+    # type(x) answered with the raw class: a lock's class from _thread (x.__class__ is refused the same way)
+    r = run("import numpy as np\nlock_class = type(np.random.PCG64(1).lock)\n")
+    assert not r.ok and r.error_name == "BuiltinDenied" and "_thread" in r.error_value, r
+    r = run("import numpy as np, pandas as pd\nprint(type(1).__name__, type(pd.Series([1])).__name__, "
+            "isinstance(np.arange(2), type(np.arange(3))), type(type) is type)\n")
+    assert r.ok and r.stdout == "int Series True True\n", r
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- N4-10: the dataframe interchange protocol reads any address the cell names ------------------------------
+# pd.api.interchange.from_dataframe(obj) calls obj.__dataframe__() and, for each column, get_buffers(); for a
+# primitive column pandas makes ctypes.cast(buffer.ptr, POINTER(c_int64)) and np.ctypeslib.as_array over it
+# (pandas/core/interchange/from_dataframe.py, buffer_to_ndarray), then copies it into the DataFrame. The
+# pointer is the cell's integer: the cell reads any address of the kernel's process. No ctypes object reaches
+# the cell and the array is int64 over bytes, so neither the instance refusal nor ndarray's constructor guard
+# sees it. Proof without a crash: the word after id(x) is ob_type, the address of type(x).
+
+INTERCHANGE_READ_CELL = """
+import pandas as pd, numpy as np
+class Buffer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.bufsize = 8
+class Column:
+    dtype = (0, 64, 'l', '=')
+    offset = 0
+    describe_null = (0, None)
+    def __init__(self, ptr):
+        self.address = ptr
+    def size(self):
+        return 1
+    def get_buffers(self):
+        return {'data': (Buffer(self.address), (0, 64, 'l', '=')), 'validity': None, 'offsets': None}
+class Frame:
+    metadata = {}
+    def __init__(self, ptr):
+        self.address = ptr
+    def __dataframe__(self, nan_as_null=False, allow_copy=True):
+        return self
+    def num_chunks(self):
+        return 1
+    def get_chunks(self, n=None):
+        return [self]
+    def column_names(self):
+        return ['c']
+    def get_column_by_name(self, name):
+        return Column(self.address)
+    def num_columns(self):
+        return 1
+    def num_rows(self):
+        return 1
+victim = np.zeros(1)
+word = int(pd.api.interchange.from_dataframe(Frame(id(victim) + 8))['c'][0])
+read_the_type_pointer = word == id(type(victim))
+"""
+
+
+def test_dataframe_interchange_does_not_read_an_address_the_cell_names(sandbox):
+    r = sandbox.run(INTERCHANGE_READ_CELL)
+    assert sandbox.ns.get("read_the_type_pointer") is not True, "the cell read the kernel's memory"
+    assert not r.ok, r
+
+
+INTERCHANGE_WRITE_CELL = INTERCHANGE_READ_CELL + """
+class NullableFloatColumn(Column):
+    dtype = (2, 64, 'g', '=')
+    describe_null = (4, 1)              # a byte mask, 1 = missing
+    def __init__(self, ptr, mask_ptr):
+        self.address, self.mask_address = ptr, mask_ptr
+    def get_buffers(self):
+        mask = Buffer(self.mask_address)
+        return {'data': (Buffer(self.address), self.dtype), 'validity': (mask, (20, 8, 'C', '=')), 'offsets': None}
+class NullableFrame(Frame):
+    def get_column_by_name(self, name):
+        return self.column
+def read_word(address):
+    return int(pd.api.interchange.from_dataframe(Frame(address))['c'][0])
+target = np.array([1.5])
+missing = np.array([1], dtype=np.uint8)
+frame = NullableFrame(0)
+frame.column = NullableFloatColumn(read_word(id(target) + 16), read_word(id(missing) + 16))
+try:
+    pd.api.interchange.from_dataframe(frame)
+except Exception:
+    pass
+overwritten = bool(np.isnan(target[0]))
+"""
+
+
+def test_dataframe_interchange_does_not_write_to_an_address_the_cell_names(sandbox):
+    r = sandbox.run(INTERCHANGE_WRITE_CELL)
+    assert sandbox.ns.get("overwritten") is not True, "pandas wrote to the address the cell named"
+    assert not r.ok, r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+@pytest.mark.parametrize("cell", [
+    "a = np.zeros(2)\nb = np.lib.stride_tricks.as_strided(a, shape=(100000,), strides=(8,))\n",
+    "a = np.zeros(2)\na.strides = (10**6,)\n",
+    "a = np.ndarray((10,), dtype=float, buffer=b'x' * 16)\n",
+    "v = np.searchsorted(np.arange(3.), 1.5, sorter=np.array([0, 10**6, 2]))\n",
+    "from scipy.linalg import blas\nv = blas.dcopy(np.zeros(2), np.zeros(1000), n=1000)\n",
+    "a = np.zeros(100000)\nb = a[:]\na.resize(10**7, refcheck=False)\n",
+    "import pandas as pd\nv = pd.core.array_algos.take.take_nd(np.zeros(2), np.array([10**6]), allow_fill=True)\n",
+])
+def test_numpy_memory_routes_are_refused(cell):
+    result = run_reporting("import numpy as np\n" + cell)
+    assert "crashed" not in result, result
+    assert result["status"] == "error", result

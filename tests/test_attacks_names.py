@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from childcell import run_in_engine
+
 G = "__st_getattr__"
 
 # (source, line of the offending name). Every source binds or reads a reserved name.
@@ -311,3 +313,54 @@ def test_nested_class_rebinding_does_not_read_library_privates_raw(sandbox, rebi
                     "mgr = go(O(), pd.DataFrame({'a': [1]}))\n")
     assert "mgr" not in sandbox.ns, type(sandbox.ns.get("mgr"))
     assert not r.ok and r.denied("attribute"), r
+
+
+# ====================================================================================================================
+# Sink: attribute lookup by string in the cell.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 2 (docs/reviews.md, "Review 2").
+def test_enum_convert_does_not_read_host_module_globals(run, host_secret):
+    from conftest import HOST_SECRET_MODULE
+    r = run(f"import enum\nclass E(enum.Enum):\n    pass\n"
+            f"S = E._convert_('S', {HOST_SECRET_MODULE!r}, lambda name: name == 'SECRET')\nprint(list(S))\n")
+    assert not r.leaked(host_secret), r
+
+
+@pytest.mark.parametrize("name", ["_convert_", "_create_", "_get_mixins_", "_check_for_existing_members_",
+                                  "_find_new_"])
+def test_enum_machinery_is_hidden_on_the_cells_enum(run, name):
+    r = run(f"import enum\nclass E(enum.IntEnum):\n    A = 1\nx = E.{name}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+    r = run(f"x = E.A.{name}\n")   # (metaclass methods are no attributes of members)
+    assert not r.ok and r.error_name in ("AttributeDenied", "AttributeError"), r
+
+
+@pytest.mark.parametrize("expr", ["A._abc_registry_clear", "A._abc_caches_clear", "A._dump_registry"])
+def test_abc_machinery_is_hidden_on_the_cells_classes(run, expr):
+    r = run(f"import abc\nclass A(abc.ABC):\n    pass\nx = {expr}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+def test_private_names_the_cells_enum_defines_stay_readable(run):
+    r = run("import enum\nclass E(enum.Enum):\n    A = 1\n    def _label(self):\n        return self.name.lower()\n"
+            "    @classmethod\n    def _missing_(cls, value):\n        return cls.A\n"
+            "E.A._note = 'n'\nprint(E.A._label(), E(7), E.A._note, E.A._value_, len(E._member_map_))\n")
+    assert r.ok and r.stdout == "a E.A n 1 1\n", r
+
+
+def test_series_labels_cannot_be_read_as_dunders_by_the_cell(run):
+    r = run("import pandas as pd\ns = pd.Series([1], index=['__ua_domain__'])\nx = s.__ua_domain__\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+@pytest.mark.parametrize("read", ["TB.tb_frame", "TB.tb_next", "g().gi_frame", "g().gi_code"])
+def test_tracebacks_handed_to_exit_and_generator_frames_stay_hidden(tmp_path, read):
+    done, _ = run_in_engine("class CM:\n    def __enter__(self):\n        return self\n"
+                         "    def __exit__(self, t, v, tb):\n        global TB\n        TB = tb\n        return True\n"
+                         "with CM():\n    1/0\ndef g():\n    yield 1\n" f"x = {read}\n", tmp_path)
+    assert done["status"] == "error" and done["error"]["ename"] == "AttributeDenied", done

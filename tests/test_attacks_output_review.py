@@ -585,3 +585,21 @@ def test_a_display_flood_is_capped_or_reported(fresh_kernel):
 
 def test_the_kernel_is_alive_after_the_review(kernel):
     assert alive(kernel)
+
+
+# ====================================================================================================================
+# Sink: host-side work on cell output (the output wall).
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 8 (docs/reviews.md, "Review 8").
+@pytest.mark.parametrize("text", ['<a href="javascript:alert(1)">x</a>', '<a href="JaVaScRiPt:alert(1)">x</a>',
+                                  '<a href="java&#115;cript:alert(1)">x</a>', '<img src=x onerror=alert(1)>'])
+def test_plotly_pseudo_html_links_lose_script_urls_at_the_wall(text):
+    from sandbox_kernel import plotlyfigure
+    fig = {"data": [{"type": "scatter", "x": [1], "y": [1], "text": [text], "hovertemplate": text}],
+           "layout": {"title": {"text": text}, "annotations": [{"text": text, "x": 1, "y": 1}]}}
+    out = json.dumps(plotlyfigure.validate_figure(fig)).lower()
+    assert "javascript" not in out and "java&#115;" not in out and "<img" not in out, out

@@ -11,10 +11,14 @@ The checks run in a child process: the host's ABCs are process-wide.
 from __future__ import annotations
 
 import decimal
+import json
+import textwrap
+import threading
 
 import pytest
 
-from childcell import run_cell_in_child
+from childcell import host_probe_any, run_cell_in_child, run_in_engine, run_with_host, savetxt_writer
+from conftest import Sandbox
 
 HOST_CHECKS = """\
 import collections.abc, numbers, warnings
@@ -142,3 +146,380 @@ HOST_ABCS = """
 def test_abc_register_does_not_change_host_semantics(src):
     result = run_cell_in_child(src, report=(), probe=HOST_ABCS, timeout=60)
     assert result == {"str_is_number": False, "list_is_mapping": False}, result
+
+
+# ====================================================================================================================
+# Sink: process-wide registries.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 2 (docs/reviews.md, "Review 2").
+# --- N2-4: process-wide library registries run the cell's callables in the host ----------------------------
+
+PANDAS_FLOAT_FORMAT = """\
+import functools, numpy as np, pandas as pd
+pd.set_option("display.float_format", {formatter})
+"""
+
+
+REPORT_HOST_DATAFRAME_REPR = """\
+def probe_host(report):
+    import os, pandas as pd
+    try:
+        report["host_repr"] = "1.5" in repr(pd.DataFrame({{"a": [1.5]}}))
+    except BaseException as exc:   # LimitExceeded is a BaseException
+        report["host_repr"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+def test_pandas_float_format_library_callable_does_not_run_in_the_host(outside):
+    target = outside / "float-format.sh"
+    result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter=savetxt_writer(target)),
+                               probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("written") is False, result
+    assert not target.exists()
+
+
+def test_pandas_float_format_cell_function_does_not_outlive_the_cell(outside):
+    result = run_cell_in_child(PANDAS_FLOAT_FORMAT.format(formatter="lambda x: 'CELL'"),
+                               probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(outside / "none")), hard_exit=True,
+                               timeout=60)
+    assert result.get("host_repr") is True, result
+
+
+UARRAY_GLOBAL_BACKEND = """\
+import functools, numpy as np, pandas as pd, scipy.fft
+w = {writer}
+backend = pd.Series(["numpy.scipy.fft", w], index=["__ua_domain__", "__ua_function__"], dtype=object)
+scipy.fft.set_global_backend(backend)
+"""
+
+
+REPORT_HOST_FFT = """\
+def probe_host(report):
+    import os, numpy as np, scipy.fft
+    try:
+        report["host_fft"] = len(scipy.fft.fft(np.ones(4))) == 4
+    except BaseException as exc:
+        report["host_fft"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+def test_uarray_global_backend_does_not_run_in_the_host(outside):
+    target = outside / "uarray.sh"
+    result = run_cell_in_child(UARRAY_GLOBAL_BACKEND.format(writer=savetxt_writer(target)),
+                               probe=REPORT_HOST_FFT.format(path=str(target)), hard_exit=True, timeout=60)
+    assert result.get("written") is False, result
+    assert result.get("host_fft") is True, result
+
+
+MASKED_PRINT_OPTION = """\
+import functools, numpy as np
+class Shown:
+    __str__ = {writer}
+np.ma.masked_print_option.set_display(Shown())
+"""
+
+
+REPORT_HOST_MASKED_REPR = """\
+def probe_host(report):
+    import os, numpy as np
+    try:
+        report["host_repr"] = str(np.ma.masked_array([1, 2], mask=[1, 0]))
+    except BaseException as exc:
+        report["host_repr"] = type(exc).__name__
+    report["written"] = os.path.exists({path!r})
+"""
+
+
+def test_masked_print_option_set_by_a_cell_does_not_run_in_the_host(outside):
+    target = outside / "masked-print.sh"
+    result = run_cell_in_child(MASKED_PRINT_OPTION.format(writer=savetxt_writer(target)),
+                               probe=REPORT_HOST_MASKED_REPR.format(path=str(target)), hard_exit=True, timeout=60)
+    # the class itself is refused since a cell class's special methods must be the cell's own code
+    assert result.get("status") == "ok" or result.get("ename") == "AttributeDenied", result
+    assert result.get("written") is False and result.get("host_repr") == "[-- 2]", result
+    assert not target.exists()
+
+
+def test_pandas_options_apply_to_the_engines_cells_and_never_to_the_host(sandbox, tmp_path):
+    import pandas as pd
+    host_rows, host_format = pd.get_option("display.max_rows"), pd.get_option("display.float_format")
+    r = sandbox.run("import pandas as pd\npd.set_option('display.max_rows', 4)\n"
+                    "pd.options.display.float_format = '<{:.1f}>'.format\n"
+                    "df = pd.DataFrame({'a': [x + 0.25 for x in range(10)]})\ndf")
+    assert r.ok and "..." in r.result_text and "<0.2>" in r.result_text, r
+    assert pd.get_option("display.max_rows") == host_rows and pd.get_option("display.float_format") is host_format
+    assert "..." not in repr(pd.DataFrame({"a": range(10)}))
+    r = sandbox.run("print(pd.get_option('display.max_rows'))\ndf")   # a later cell of the same engine
+    assert r.ok and r.stdout == "4\n" and "<9.2>" in r.result_text, r
+    other = Sandbox(tmp_path / "other")   # another engine in the same process starts from the host's
+    r = other.run("import pandas as pd\nprint(pd.get_option('display.max_rows'))")
+    assert r.ok and r.stdout == f"{host_rows}\n", r
+    assert pd.get_option("display.max_rows") == host_rows
+
+
+PANDAS_OPTION_ROUTES = {
+    "set_option": "pd.set_option('display.max_rows', 3)",
+    "options_attribute": "pd.options.display.max_rows = 3",
+    "option_context_left_open": "pd.option_context('display.max_rows', 3).__enter__()",
+    "styler_formatter": "pd.set_option('styler.format.formatter', lambda v: 'CELL')",
+    "reset_after_host_change": "pd.reset_option('display.max_rows')",
+}
+
+
+@pytest.mark.parametrize("route", sorted(PANDAS_OPTION_ROUTES))
+def test_no_route_changes_the_hosts_pandas_options(run, route):
+    import pandas as pd
+    before = _every_pandas_option()
+    with pd.option_context("display.max_rows", 7):   # the host's own value differs from the default
+        r = run(f"import pandas as pd\n{PANDAS_OPTION_ROUTES[route]}\n")
+        assert r.ok, r
+        assert pd.get_option("display.max_rows") == 7
+    after = _every_pandas_option()
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+
+
+def _every_pandas_option() -> dict:
+    from pandas._config import config
+    values = {}
+    for key in config._registered_options:
+        root, leaf = config._get_root(key)
+        values[key] = root[leaf]
+    return values
+
+
+def test_uarray_backends_set_by_a_cell_stay_in_its_engine(run):
+    import numpy as np
+    import scipy.fft
+    r = run("import numpy as np, scipy.fft\nclass Doubling:\n    __ua_domain__ = 'numpy.scipy.fft'\n"
+            "    @staticmethod\n    def __ua_function__(method, args, kwargs):\n        return 'CELL'\n"
+            "scipy.fft.set_global_backend(Doubling)\nscipy.fft.register_backend(Doubling)\n"
+            "scipy.fft.set_backend(Doubling).__enter__()\nprint(scipy.fft.fft(np.ones(2)))\n")
+    assert r.ok and r.stdout == "CELL\n", r
+    assert len(scipy.fft.fft(np.ones(4))) == 4   # the host's transforms are scipy's own
+    r = run("print(scipy.fft.fft(np.ones(2)))\nwith scipy.fft.set_backend('scipy', only=True):\n"
+            "    print(len(scipy.fft.fft(np.ones(2))))\n")
+    assert r.ok and r.stdout == "CELL\n2\n", r
+    assert len(scipy.fft.fft(np.ones(4))) == 4
+
+
+def test_csv_dialects_registered_by_a_cell_stay_in_its_engine(run):
+    import csv
+    r = run("import csv\ncsv.register_dialect('excel', delimiter=';')\ncsv.register_dialect('mine', delimiter='|')\n"
+            "csv.field_size_limit(10)\n")
+    assert r.ok, r
+    assert csv.get_dialect("excel").delimiter == "," and "mine" not in csv.list_dialects()
+    assert csv.field_size_limit() == 131072
+    r = run("print(csv.get_dialect('excel').delimiter, csv.get_dialect('mine').delimiter, csv.field_size_limit())")
+    assert r.ok and r.stdout == "; | 10\n", r
+
+
+def test_numpy_print_and_error_state_stay_in_the_cell(run):
+    import numpy as np
+    r = run("import numpy as np\nnp.set_printoptions(formatter={'float': lambda x: 'CELL'})\n"
+            "def cb(*a):\n    pass\nnp.seterrcall(cb)\nnp.seterr(all='call')\n")
+    assert r.ok, r
+    assert "CELL" not in repr(np.array([1.5]))
+    assert np.geterrcall() is None and np.geterr()["divide"] != "call"
+
+
+KERNEL_THREAD_FINALIZER = """\
+import pandas as pd
+from scipy import stats
+EVIL = ("import os\\n"
+        "os.system('id > {marker}')\\n"
+        "def _parse_args(self, *a, **k): return a, 0, 1\\n"
+        "_parse_args_stats = _parse_args_rvs = _parse_args\\n")
+class D(stats.rv_continuous):
+    _parse_arg_template = EVIL
+    def _construct_argparser(self, *args, **kwargs):
+        pass
+    def _pdf(self, x):
+        return 1.0
+got = []
+class X:
+    def __del__(self):
+        try:
+            got.append(str(pd.read_csv({secret_file!r}).columns[0]))
+            D(name="d")
+        except Exception as exc:
+            got.append(type(exc).__name__)
+for i in range(20):
+    x = X()
+    x.me = x
+    del x
+n = 0
+while not got and n < 3 * 10**6:   # the cell runs on while a kernel thread collects the cycles
+    n += 1
+print(got)
+"""
+
+
+def test_a_cell_finalizer_collected_on_a_kernel_thread_during_the_cell_is_confined(run, tmp_path, outside, host_secret):
+    # Stands in for ipykernel's iopub thread at level none, which allocates (and so collects) while a
+    # cell prints; here a thread of the host collects explicitly, so the race is won every time.
+    import gc
+    marker = outside / "pwned-by-kernel-thread-finalizer"
+    stop = threading.Event()
+
+    def collect():
+        while not stop.is_set():
+            gc.collect()
+            stop.wait(0.001)
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+    try:
+        r = run(KERNEL_THREAD_FINALIZER.format(marker=marker, secret_file=str(tmp_path / "secret.txt")))
+    finally:
+        stop.set()
+        collector.join()
+    escaped = [what for what, happened in (("a process ran", marker.exists()),
+                                           ("a secret outside the workdir was read", r.leaked(host_secret)))
+               if happened]
+    assert not escaped, (escaped, r)
+
+
+# From review 3 (docs/reviews.md, "Review 3").
+# --- N3-3 (lesser): host state a cell changes with no code in it ---------------------------------------------
+# Not code, but process-wide state of granted libraries that outlives the cell at level none: the class-level
+# lists of dateutil's parserinfo (dateutil's *instances* are read-only for exactly this reason), calendar's
+# module-level TextCalendar (calendar.setfirstweekday), plotly's template registry and its default.
+
+HOST_STATE_WRITES = {
+    "dateutil_parserinfo_class_list": ("import dateutil.parser as dp\ndp.parserinfo.JUMP.append('zzjump')\n",
+                                       "import dateutil.parser as dp\nvalue = 'zzjump' in dp.parserinfo.JUMP"),
+    "calendar_firstweekday": ("import calendar\ncalendar.setfirstweekday(6)\n",
+                              "import calendar\nvalue = calendar.firstweekday() != 0"),
+    "plotly_template_default": ("import plotly.io as pio\npio.templates['zz'] = {'layout': {'title': {'text': 'X'}}}\n"
+                                "pio.templates.default = 'zz'\n",
+                                "import plotly.io as pio\nvalue = pio.templates.default == 'zz'"),
+}
+
+
+REPORT_HOST_STATE = """\
+def probe_host(report):
+{check}
+    report["changed"] = bool(value)
+"""
+
+
+@pytest.mark.parametrize("write", sorted(HOST_STATE_WRITES))
+def test_library_process_state_is_not_changed_by_a_cell(write):
+    from childcell import run_cell_in_child
+
+    cell, check = HOST_STATE_WRITES[write]
+    result = run_cell_in_child(cell, probe=REPORT_HOST_STATE.format(check=textwrap.indent(check, "    ")),
+                               hard_exit=True, timeout=60)
+    assert result.get("status") == "ok", result
+    assert result.get("changed") is False, result
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+def test_print_options_do_not_reach_the_host(outside):
+    target = outside / "printoptions.sh"
+    cell = ("import functools, numpy as np\nnp.set_printoptions(formatter={{'float': {writer}}})\n"
+            .format(writer=savetxt_writer(target)))
+    probe = "def probe_host(report):\n    import numpy as np\n    report['text'] = repr(np.array([1.5]))\n"
+    result = run_cell_in_child(cell, report=("status",), probe=probe)
+    assert result.get("text") == "array([1.5])", result
+    assert not target.exists()
+
+
+def test_csv_dialects_and_field_size_limit_stay_in_the_engine():
+    cell = "import csv\ncsv.register_dialect('excel', delimiter=';')\ncsv.field_size_limit(5)\n"
+    probe = ("def probe_host(report):\n    import csv\n"
+             "    report['delimiter'] = csv.get_dialect('excel').delimiter\n"
+             "    report['limit'] = csv.field_size_limit()\n")
+    result = run_cell_in_child(cell, report=("status",), probe=probe)
+    assert result["status"] == "ok", result
+    assert result["delimiter"] == "," and result["limit"] != 5, result
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+PROCESS_STATE = {
+    "warnings_simplefilter": ("import warnings\nwarnings.simplefilter('error')\n",
+                              "import warnings\n    try:\n        warnings.warn('host', UserWarning)\n"
+                              "        report['changed'] = False\n    except UserWarning:\n"
+                              "        report['changed'] = True"),
+    "decimal_context": ("import decimal\ndecimal.getcontext().prec = 3\n",
+                        "import decimal\n    report['changed'] = decimal.getcontext().prec == 3"),
+    "decimal_setcontext": ("import decimal\ndecimal.setcontext(decimal.Context(prec=3))\n",
+                           "import decimal\n    report['changed'] = decimal.getcontext().prec == 3"),
+    "decimal_default_context": ("import decimal\ndecimal.DefaultContext.prec = 3\n",
+                                "import decimal\n    report['changed'] = decimal.DefaultContext.prec == 3"),
+    "numpy_seterr": ("import numpy as np\nnp.seterr(all='raise')\n",
+                     "import numpy as np\n    report['changed'] = np.geterr()['divide'] == 'raise'"),
+    "numpy_seterrcall": ("import numpy as np\nnp.seterrcall(print)\nnp.seterr(all='call')\n",
+                         "import numpy as np\n    report['changed'] = np.geterrcall() is not None"),
+    "pandas_option": ("import pandas as pd\npd.set_option('display.max_rows', 3)\n",
+                      "import pandas as pd\n    report['changed'] = pd.get_option('display.max_rows') == 3"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(PROCESS_STATE))
+def test_process_wide_settings_stay_the_hosts(route):
+    cell, use = PROCESS_STATE[route]
+    result = run_cell_in_child(cell, report=("status", "ename"), probe="def probe_host(report):\n    " + use + "\n")
+    assert "crashed" not in result, result
+    assert result.get("changed") is False, result
+
+
+@pytest.mark.parametrize("cell", [
+    "import warnings\nwarnings.filters.insert(0, ('error', None, Warning, None, 0))\n",
+    "import json\njson._default_encoder.indent = 5\n",
+    "import copy\ncopy._deepcopy_dispatch[int] = print\n",
+    "import numpy as np\nnp.random.mtrand._rand.seed(1)\n",
+    "import collections.abc\ncollections.abc.Callable.register(str)\n",
+    "import numbers\nnumbers.Number.register(str)\n",
+    "import functools, numpy as np, pandas as pd\nclass PlantedDtype(pd.api.extensions.ExtensionDtype):\n"
+    "    name = 'planted'\npd.api.extensions.register_extension_dtype(PlantedDtype)\n",
+    "import pandas as pd\n@pd.api.extensions.register_dataframe_accessor('planted')\nclass Acc:\n"
+    "    def __init__(self, obj):\n        pass\n",
+])
+def test_shared_registries_and_private_state_are_refused(tmp_path, cell):
+    done, _ = run_in_engine(cell, tmp_path)
+    assert done["status"] == "error" and done["denials"], done
+
+
+# From review 6 (docs/reviews.md, "Review 6").
+@pytest.mark.parametrize("how", ["set_global_backend(B)", "register_backend(B)", "set_global_backend(B())"])
+def test_scipy_fft_backends_are_kept_per_engine(outside, how):
+    target = outside / "fft-backend"
+    cell = ("import functools, numpy as np, scipy.fft\nclass B:\n    __ua_domain__ = 'numpy.scipy.fft'\n"
+            f"    __ua_function__ = staticmethod(functools.partial(np.savez, {str(target)!r}))\n"
+            f"scipy.fft.{how}\n")
+    result = run_cell_in_child(cell, report=("status", "ename"),
+                               probe=host_probe_any("import numpy as np, scipy.fft\nscipy.fft.fft(np.arange(4.0))"),
+                               hard_exit=True)
+    assert "crashed" not in result and "host_error" not in result, result
+    assert not list(outside.iterdir()), result
+
+
+# From review 7 (docs/reviews.md, "Review 7").
+# --- held ---------------------------------------------------------------------------------------------------------
+
+def test_a_redirected_stdout_left_entered_is_not_the_hosts(outside):
+    target = outside / "stdout.txt"
+    cell = ("import contextlib, functools, numpy as np\n"
+            f"class W:\n    write = {savetxt_writer(target)}\n    flush = {savetxt_writer(target)}\n"
+            "es = contextlib.ExitStack()\nes.enter_context(contextlib.redirect_stdout(W()))\n")
+    use = "import sys\nprint('host output')\nsys.stdout.flush()\nreport['stdout'] = type(sys.stdout).__name__"
+    result = run_with_host(cell, use)
+    assert result["status"] == "ok", result
+    assert not target.exists(), f"the host's print ran the cell's planted write: {json.dumps(result)}"
+
+
+def test_printing_through_a_planted_stdout_in_the_cell_is_refused(outside):
+    target = outside / "stdout-cell.txt"
+    cell = ("import contextlib, functools, numpy as np\n"
+            f"class W:\n    write = {savetxt_writer(target)}\n"
+            "es = contextlib.ExitStack()\nes.enter_context(contextlib.redirect_stdout(W()))\nprint('x')\n")
+    result = run_with_host(cell, "")
+    assert result["ename"] == "FileDenied", result
+    assert not target.exists()

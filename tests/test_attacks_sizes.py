@@ -340,3 +340,76 @@ def test_size_gates_do_not_ask_a_subclass_its_length(small, src):
     r = small.run(src)
     assert r.error_name == "SizeDenied", r
     assert "x" not in small.ns
+
+
+# ====================================================================================================================
+# Sink: C consumers of a size.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 3 (docs/reviews.md, "Review 3").
+@pytest.mark.parametrize("precision", ["-5", "1000000000"])
+def test_timeit_precision_extremes_print_a_bounded_line(run, precision):
+    r = run(f"%timeit -p {precision} -n 1 -r 1 x = 1\n")
+    assert r.ok, r
+    assert len(r.stdout) < 500, r
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+@pytest.mark.parametrize("cell", ["s = '\\t'.expandtabs(3000000000)", "s = 'ab'.zfill(3000000000)",
+                                  "s = bytearray(3000000000)", "s = 'a'.ljust(3000000000)",
+                                  "s = '{:>3000000000}'.format(1)"])
+def test_size_gates_hold(sandbox, cell):
+    r = sandbox.run(cell)
+    assert r.error_name == "SizeDenied", r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+HELD_SIZES = {
+    "bytes_expandtabs": "x = (b'\\t' * 100).expandtabs(300_000_000)\n",
+    "bytearray_expandtabs": "x = bytearray(b'\\t' * 100).expandtabs(300_000_000)\n",
+    "textwrap_indent": "import textwrap\nx = textwrap.indent('a\\n' * 10, 'b' * 300_000_000)\n",
+    "pandas_float_format": "import pandas as pd\nx = pd.Series([1.5]).to_string(float_format='{:>3000000000}'.format)\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(HELD_SIZES))
+def test_padding_routes_that_are_estimated(route):
+    result = run_cell_in_child(HELD_SIZES[route], limits={"timeout": 30.0, "ticks": 10**8, "memory_mb": 256},
+                               rlimits={"RLIMIT_AS": 4 << 30}, report=("status", "ename"), timeout=180)
+    assert result.get("ename") == "SizeDenied", result
+
+
+# --- N5-10: the repetition gate counts a str's characters as bytes ------------------------------------------------
+# gates._check_repeat estimates seq * n as len(seq) * n * 1 for str, whatever the string's kind: a string with
+# one character past U+FFFF is stored at 4 bytes per character. '\U0001F600' * 200_000_000 is estimated at
+# 200 MB and passes a 256 MB policy; C allocates 800 MB in one step (the sampler reports MemoryLimitExceeded
+# afterwards). Under the default 2048 MB policy, '\U0001F600' * 2_000_000_000 passes and asks for 8 GB.
+# (The padding, join, replace and translate gates count 4 bytes a character: held.)
+
+WIDE_REPEATS = {
+    "str_times_n": "x = '\\U0001F600' * 200_000_000\n",
+    "n_times_str": "x = 200_000_000 * '\\U0001F600'\n",
+    "in_place": "x = '\\U0001F600'\nx *= 200_000_000\n",
+    "two_byte_kind": "x = '\\u20ac' * 200_000_000\n",
+}
+
+
+# FINDING N5-10, fixed: the repetition gate counts the bytes of the str's kind (gates._char_width).
+@pytest.mark.parametrize("route", sorted(WIDE_REPEATS))
+def test_repeating_a_wide_string_is_estimated_in_bytes(route):
+    result = run_cell_in_child(WIDE_REPEATS[route], limits={"timeout": 10.0, "memory_mb": 256},
+                               rlimits={"RLIMIT_AS": 6 << 30}, report=("status", "ename"), timeout=180)
+    assert result.get("ename") == "SizeDenied", result
+
+
+@pytest.mark.parametrize("cell", ["x = 'a'.center(250_000_000, '\\U0001F600')\n", "x = '\\U0001F600'.zfill(250_000_000)\n",
+                                  "x = ('\\U0001F600' + '\\t').expandtabs(250_000_000)\n",
+                                  "x = ('\\U0001F600' * 1000).join(['a'] * 250_000)\n",
+                                  "x = ('a' * 1000).replace('a', '\\U0001F600' * 250_000)\n"])
+def test_wide_padding_and_joins_are_estimated_in_bytes(cell):
+    result = run_cell_in_child(cell, limits={"timeout": 10.0, "memory_mb": 512}, rlimits={"RLIMIT_AS": 6 << 30},
+                               report=("status", "ename"), timeout=180)
+    assert result.get("ename") == "SizeDenied", result

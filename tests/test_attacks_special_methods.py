@@ -28,8 +28,8 @@ import threading
 
 import pytest
 
-from childcell import REPO, run_cell_in_child
-from test_attacks_review_none2 import REPORT_HOST_MASKED_REPR
+from childcell import REPO, run_cell_in_child, run_in_engine
+from test_attacks_registries import REPORT_HOST_MASKED_REPR
 
 PAYLOAD = "echo PWNED-BY-A-SPECIAL-METHOD"
 
@@ -499,3 +499,18 @@ def test_library_data_a_cell_sets_is_its_engines_and_never_the_hosts(tmp_path, d
     r = other.run(check)
     assert r.ok and other.ns["value"] == before, r
     assert _host_value(check) == before
+
+
+# ====================================================================================================================
+# Sink: special methods of a class made or changed while a cell runs.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 5 (docs/reviews.md, "Review 5").
+@pytest.mark.parametrize("name", ["__repr__", "__eq__", "__call__"])
+def test_partial_subclass_is_refused_as_a_special_method(tmp_path, name):
+    done, _ = run_in_engine("import functools\nclass P(functools.partial):\n    pass\n"
+                         f"class C:\n    {name} = P(print, 'x')\n", tmp_path)
+    assert done["status"] == "error" and done["error"]["ename"] == "AttributeDenied", done

@@ -284,3 +284,66 @@ def test_every_listed_string_lookup_module_is_closed(run):
         namespace = vars(sys.modules[name])
         for builtin in ("getattr", "hasattr", "setattr"):
             assert getattr(namespace.get(builtin), "__st_closed__", False), f"{name}.{builtin} is not gated"
+
+
+# ====================================================================================================================
+# Sink: attribute lookup by string inside granted libraries.
+# Its row in docs/security.md, "Inventory of sinks". The attacks below come from the independent reviews at
+# level none (docs/reviews.md); each group names its review and finding. Tests and assertions as the reviews
+# wrote them.
+# ====================================================================================================================
+
+# From review 2 (docs/reviews.md, "Review 2").
+# Sibling (found in this round): a granted library's import helpers import any module by the caller's name
+# and hand back the module or one of its attributes, past every gate (a call's result is not an attribute
+# read): plotly.relative_import('x', [], ['ctypes.CDLL']) gave a cell ctypes.CDLL, and CDLL(None)['system']
+# ran a process.
+
+IMPORT_HELPER_ROUTES = {
+    "plotly_relative_import": ("import plotly\nhelper = plotly.relative_import", "relative"),
+    "importers_relative_import": ("import _plotly_utils.importers as importers\nhelper = importers.relative_import",
+                                  "relative"),
+    "optional_imports_get_module": ("import plotly.optional_imports as optional\nhelper = optional.get_module",
+                                    "module"),
+    "from_import": ("from _plotly_utils.optional_imports import get_module as helper", "module"),
+}
+
+
+IMPORT_HELPER_USES = {
+    # CDLL(None)['system'] is a pointer to libc's system(): item access, no attribute read to gate
+    "relative": "_, get, _ = helper('x', [], ['ctypes.CDLL'])\nget('CDLL')(None)['system'](b'id > {marker}')",
+    # the module itself: held by the cell, handed to the next library that reads it
+    "module": "held = helper('os')\nprint(held)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(IMPORT_HELPER_ROUTES))
+def test_import_helpers_that_take_the_callers_module_name_are_refused(run, outside, route):
+    marker = outside / f"pwned-by-{route}"
+    setup, use = IMPORT_HELPER_ROUTES[route]
+    r = run(f"{setup}\n{IMPORT_HELPER_USES[use].format(marker=marker)}\n")
+    assert not r.ok and r.error_name == "AttributeDenied" and r.error_line <= 2, r
+    assert not marker.exists() and "<module 'os'" not in r.stdout
+
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- held: pandas' expression language refuses what the cell's own code is refused -------------------------------
+
+PANDAS_EVAL_REFUSALS = {
+    "function_globals": ("def g():\n    pass\nv = pd.eval('f.__globals__', local_dict={'f': g})", "AttributeDenied"),
+    "class_base": ("v = pd.eval('x.__class__.__base__', local_dict={'x': 1})", "AttributeDenied"),
+    "subclasses": ("v = pd.eval('o.__subclasses__()', local_dict={'o': object})", "AttributeDenied"),
+    "module_dict": ("v = pd.eval('m.__dict__', local_dict={'m': np})", "AttributeDenied"),
+    "gate_name": ("v = pd.eval('__st_getattr__')", "NameDenied"),
+    "str_repeat": ("v = pd.eval('s * 1000000000', local_dict={'s': 'abc'})", "SizeDenied"),
+    "percent_width": ("v = pd.eval('s % 1', local_dict={'s': '%999999999d'})", "SizeDenied"),
+    "iterator_membership": ("v = pd.eval('5 in r', local_dict={'r': iter(range(10**12))})", "TickLimitExceeded"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(PANDAS_EVAL_REFUSALS))
+def test_pandas_eval_refuses_what_a_cell_is_refused(sandbox, route):
+    cell, refusal = PANDAS_EVAL_REFUSALS[route]
+    r = sandbox.run("import pandas as pd, numpy as np\n" + cell, ticks=10**6)
+    assert r.error_name == refusal, r
+    assert "v" not in sandbox.ns

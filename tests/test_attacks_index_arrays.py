@@ -1,0 +1,331 @@
+"""Objects built on index arrays: scipy's splines, kernel density estimates, interpolators, triangulations,
+trees and sparse arrays, pandas' sparse indexes, categoricals, window indexers and group labels. Their constructors
+check the arrays against each other, and their C/Cython code indexes by them without bounds checks: an array
+replaced after construction, an index array written in place, a cell subclass answering index data through a
+property or a hook (`get_window_bounds`, `factorize`, `indices`) must not read or write memory past the buffers.
+
+Sink: docs/security.md, "Inventory of sinks", row *objects built on index arrays*. The attacks come from the
+independent reviews at level none (docs/reviews.md): review 4 (N4-9), review 5 (N5-1, N5-2), review 8 (N8-1 to
+N8-3), with the attempts that held.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from childcell import run_cell_in_child, run_reporting
+
+# From review 4 (docs/reviews.md, "Review 4").
+# --- N4-9: scipy.sparse trusts the cell's index arrays: an out-of-bounds write in C ------------------------------
+# csr_array((data, indices, indptr), shape=...) runs check_format(full_check=False): lengths and dtypes, not
+# whether each column index is below the number of columns. toarray() (csr_todense in C++) then writes
+# data[k] at row offset + indices[k]: a chosen value at a chosen distance from a heap buffer, before or
+# after it. A memory-write primitive in the kernel's process; here it only crashes it.
+
+SPARSE_OOB_CELL = """
+import numpy as np, scipy.sparse as sp
+a = sp.csr_array((np.array([1.0]), np.array([100000000]), np.array([0, 1])), shape=(1, 2))
+dense = a.toarray()
+"""
+
+
+def test_sparse_arrays_with_out_of_range_indices_do_not_write_out_of_bounds():
+    result = run_cell_in_child(SPARSE_OOB_CELL, report=("status", "ename", "returncode"), hard_exit=True)
+    assert "crashed" not in result, f"the process died: {result}"
+    assert result["status"] == "error", result
+
+
+SPARSE_OOB_READS = {
+    "constructed": "a = sp.csr_array((np.array([1.0]), np.array([5]), np.array([0, 1])), shape=(1, 2))\n",
+    "indices_written_after": ("a = sp.csr_array((np.array([1.0]), np.array([0]), np.array([0, 1])), shape=(1, 2))\n"
+                              "a.indices[0] = 5\n"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(SPARSE_OOB_READS))
+def test_sparse_products_do_not_read_out_of_bounds(sandbox, route):
+    r = sandbox.run("import numpy as np, scipy.sparse as sp\n" + SPARSE_OOB_READS[route] +
+                    "x = np.zeros(2)\nleaked = (a @ x)[0]\n")
+    assert not r.ok, f"the product read past x: {sandbox.ns.get('leaked')!r}"
+
+
+@pytest.mark.parametrize("validate", ["validate=False", "None, None, False", "dtype=None, validate=False"])
+def test_categorical_codes_past_the_categories_do_not_read_out_of_bounds(sandbox, validate):
+    """(FINDING N4-9 sibling, fixed: from_codes always validates while a cell runs.)"""
+    r = sandbox.run("import pandas as pd, numpy as np\n"
+                    "cat = pd.Categorical.from_codes([2, 3, 4, 5], pd.Index([1, 2], dtype='int64'), "
+                    f"{validate})\nleaked = np.asarray(cat)\n")
+    assert not r.ok, f"codes past the categories read memory: {sandbox.ns.get('leaked')!r}"
+
+
+def test_bspline_construct_fast_does_not_read_past_its_coefficients(sandbox):
+    r = sandbox.run("import numpy as np\nfrom scipy.interpolate import BSpline\n"
+                    "knots = np.array([0., 0., 0., 0., 1., 1., 1., 1.])\n"
+                    "leaked = BSpline.construct_fast(knots, np.array([1.0]), 3)(np.linspace(0, 1, 5))\n")
+    assert not r.ok, f"evaluation read past the coefficients: {sandbox.ns.get('leaked')!r}"
+
+
+def test_multiindex_codes_past_the_levels_are_checked_where_used(sandbox):
+    r = sandbox.run("import pandas as pd, numpy as np\n"
+                    "mi = pd.MultiIndex(levels=[pd.Index([1, 2], dtype='int64')], codes=[[0, 5, 6, 7]], "
+                    "verify_integrity=False)\nleaked = np.asarray(mi.get_level_values(0))\n")
+    assert r.error_name == "IndexError", r
+
+
+# From review 5 (docs/reviews.md, "Review 5").
+# --- N5-1: scipy objects checked by their constructor, changed afterwards ----------------------------------------
+# The write gate lets a cell set attributes on the library instances it made itself (only module-level
+# instances were under review in N4-2). Several scipy classes check their arrays' shapes in __init__ and
+# then hand them to Cython/C kernels compiled with boundscheck(False) at every call: BSpline (t, c, k; the
+# constructor-free route, construct_fast, was refused by name after N4-9), gaussian_kde (dataset against
+# the weights), LinearNDInterpolator (values against the triangulation). After `obj.attr = smaller`, each
+# call reads past the array: heap words come back as results (a chosen offset: one data point near the query
+# point in the KDE reads one word), or the process segfaults.
+
+ATTRIBUTE_ROUTES = {
+    "bspline_c": ("import numpy as np\nfrom scipy.interpolate import BSpline\n"
+                  "b = BSpline(np.arange(100000.), np.zeros(100000 - 4), 3)\nb.c = np.zeros(1)\n"
+                  "v = b(np.arange(4.5, 99990, 1.0))\nleaked = bool((v != 0).any())\n"),
+    "bspline_t": ("import numpy as np\nfrom scipy.interpolate import BSpline\n"
+                  "b = BSpline(np.arange(8.), np.zeros(4), 3)\nb.t = np.arange(100000.)\n"
+                  "v = b(np.arange(4.5, 99990, 1.0))\nleaked = bool((v != 0).any())\n"),
+    "bspline_k": ("import numpy as np\nfrom scipy.interpolate import BSpline\n"
+                  "b = BSpline(np.arange(8.), np.zeros(4), 3)\nb.k = 100000\n"
+                  "v = b(np.arange(4.5, 5, 0.1))\nleaked = True\n"),
+    "gaussian_kde_dataset": ("import numpy as np\nfrom scipy.stats import gaussian_kde\n"
+                             "k = gaussian_kde(np.random.rand(10), weights=np.ones(10))\n"
+                             "k.dataset = np.zeros((1, 10**8))\nv = k(np.array([0.0]))\nleaked = True\n"),
+    "spherical_voronoi_regions": ("import numpy as np\nfrom scipy.spatial import SphericalVoronoi\n"
+                                  "p = np.random.randn(50, 3)\np /= np.linalg.norm(p, axis=1)[:, None]\n"
+                                  "sv = SphericalVoronoi(p)\nsv.regions = [[10**9, 10**9 + 1, 10**9 + 2]] * 50\n"
+                                  "sv.sort_vertices_of_regions()\nleaked = True\n"),
+    "linearnd_values": ("import numpy as np\nfrom scipy.interpolate import LinearNDInterpolator\n"
+                        "ip = LinearNDInterpolator(np.random.rand(1000, 2), np.zeros(1000))\n"
+                        "ip.values = np.zeros((1, 1))\nv = ip(np.random.rand(1000, 2) * 0.5 + 0.25)\n"
+                        "leaked = bool((v != 0).any())\n"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(ATTRIBUTE_ROUTES))
+def test_scipy_objects_changed_after_construction_do_not_read_out_of_bounds(route):
+    result = run_cell_in_child(ATTRIBUTE_ROUTES[route], report=("status", "ename"), ns=("leaked",),
+                               hard_exit=True)
+    assert "crashed" not in result, f"the process died: {result}"
+    assert result["leaked"] is False, f"the evaluation read past the arrays: {result}"
+
+
+HELD_ATTRIBUTE_ROUTES = {
+    "ppoly_construct_fast": "from scipy.interpolate import PPoly\np = PPoly.construct_fast(np.zeros((1, 1)), "
+                            "np.arange(100000.))\nv = p(np.arange(0.5, 99999, 1.0))\n",
+    "ppoly_c": "from scipy.interpolate import PPoly\np = PPoly(np.zeros((1, 99999)), np.arange(100000.))\n"
+               "p.c = np.zeros((1, 1))\nv = p(np.arange(0.5, 99999, 1.0))\n",
+    "cubic_spline_x": "from scipy.interpolate import CubicSpline\ns = CubicSpline(np.arange(10.), np.arange(10.))\n"
+                      "s.x = np.arange(100000.)\nv = s(np.arange(0.5, 99990, 1.0))\n",
+    "ndbspline_c": "from scipy.interpolate import NdBSpline\nb = NdBSpline((np.arange(1000.),), "
+                   "np.zeros(996), 3)\nb.c = np.zeros(1)\n",
+    "regular_grid_values": "from scipy.interpolate import RegularGridInterpolator\n"
+                           "r = RegularGridInterpolator((np.arange(9.), np.arange(9.)), np.zeros((9, 9)))\n"
+                           "r.values = np.zeros((2, 2))\n",
+    "splev_short_c": "from scipy.interpolate import splev\nv = splev(np.arange(4.5, 99990, 1.0), "
+                     "(np.arange(100000.), np.zeros(1), 3))\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(HELD_ATTRIBUTE_ROUTES))
+def test_scipy_objects_that_check_at_evaluation_refuse(route):
+    result = run_reporting("import numpy as np\n" + HELD_ATTRIBUTE_ROUTES[route])
+    assert "crashed" not in result, result
+    assert result["status"] == "error", result
+
+
+# --- N5-2: arrays a scipy object hands out and keeps using ------------------------------------------------------
+# Delaunay.simplices, cKDTree.indices and pandas' SparseArray(kind='block').sp_index.blengths are the objects'
+# own writable arrays; the Cython consumers (LinearNDInterpolator's evaluation, Delaunay.transform, the KD-tree's
+# query, pandas' sparse block arithmetic) index other arrays with them unchecked.
+
+INTERNAL_ARRAY_ROUTES = {
+    "delaunay_simplices": ("import numpy as np\nfrom scipy.spatial import Delaunay\n"
+                           "from scipy.interpolate import LinearNDInterpolator\n"
+                           "tri = Delaunay(np.random.rand(100, 2))\ntri.simplices[:, 0] = 10**9\n"
+                           "v = LinearNDInterpolator(tri, np.zeros(100))(np.random.rand(100, 2) * 0.5 + 0.25)\n"),
+    "delaunay_transform": ("import numpy as np\nfrom scipy.spatial import Delaunay\n"
+                           "tri = Delaunay(np.random.rand(100, 2))\ntri.simplices[:, 0] = 10**7\nv = tri.transform\n"),
+    "pandas_sparse_block_lengths": ("import numpy as np, pandas as pd\nx = np.zeros(10**6)\nx[1] = 1.0\n"
+                                    "sa = pd.arrays.SparseArray(x, kind='block', fill_value=0.0)\n"
+                                    "sa.sp_index.blengths[:] = 10**6 - 2\n"
+                                    "sb = pd.arrays.SparseArray(np.zeros(10**6), kind='block', fill_value=np.nan)\n"
+                                    "v = np.asarray(sa + sb)\n"),
+    "ckdtree_indices": ("import numpy as np\nfrom scipy.spatial import cKDTree\n"
+                        "t = cKDTree(np.random.rand(100, 2))\nt.indices[:] = 10**8\n"
+                        "v = t.query(np.array([0.5, 0.5]), k=3)\n"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(INTERNAL_ARRAY_ROUTES))
+def test_scipy_internal_index_arrays_written_by_the_cell_do_not_reach_c(route):
+    result = run_reporting(INTERNAL_ARRAY_ROUTES[route])
+    assert "crashed" not in result, f"the process died: {result}"
+    assert result["status"] == "error", result
+
+
+def test_delaunay_neighbors_written_by_the_cell_stay_in_bounds():
+    result = run_reporting("import numpy as np\nfrom scipy.spatial import Delaunay\ntri = Delaunay(np.random.rand(100, 2))\n"
+                  "tri.neighbors[:] = 10**8\nv = tri.find_simplex(np.array([[5.0, 5.0]]), bruteforce=False)\n")
+    assert "crashed" not in result, result
+
+
+# From review 8 (docs/reviews.md, "Review 8").
+def _run(cell: str, use: str = "", ns=()) -> dict:
+    probe = ""
+    if use:
+        probe = "def probe_host(report):\n" + "\n".join("    " + line for line in use.splitlines()) + "\n"
+    return run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True, ns=ns)
+
+
+# --- N8-1: pandas' custom window indexers: the cell's start/end bounds index the values in Cython ----------------
+
+PEEK = '''
+import numpy as np, pandas as pd
+from pandas.api.indexers import BaseIndexer
+def peek(addr):
+    s = pd.Series(np.zeros(1))
+    base = np.lib.array_utils.byte_bounds(s.to_numpy())[0]
+    class Idx(BaseIndexer):
+        def get_window_bounds(self, num_values=0, min_periods=None, center=None, closed=None, step=None):
+            start = np.array([(addr - base) // 8], dtype=np.int64)
+            return start, start + 1
+    r = s.rolling(Idx(window_size=1), min_periods=1).sum()
+    return int(np.array([r.iloc[0]]).view(np.int64)[0])
+'''
+
+
+def test_rolling_window_bounds_read_no_memory_by_address():
+    cell = PEEK + (
+        "class Obj:\n    pass\no = Obj()\n"
+        "typeptr = peek(id(o) + 8) == id(Obj)\n"
+        "b = b'SECRET-BYTES-IN-HOST'\n"
+        "text = bytes(np.array([peek(id(b) + 32)]).view('S8')[0]) == b'SECRET-B'\n")
+    result = _run(cell, ns=("typeptr", "text"))
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["text"], json.dumps(result)
+
+
+def test_rolling_window_bounds_far_away_do_not_crash():
+    cell = ("import numpy as np, pandas as pd\nfrom pandas.api.indexers import BaseIndexer\n"
+            "class Idx(BaseIndexer):\n"
+            "    def get_window_bounds(self, num_values=0, min_periods=None, center=None, closed=None, step=None):\n"
+            "        start = np.full(num_values, 10**12, dtype=np.int64)\n"
+            "        return start, start + 1\n"
+            "r = pd.Series(np.arange(4.0)).rolling(Idx(window_size=1), min_periods=1).max()\n")
+    result = _run(cell)
+    assert "crashed" not in result, result
+
+
+# --- N8-2: group labels from a cell ExtensionArray's factorize() index the Cython group kernels' buffers -----------
+
+GROUPS = '''
+import numpy as np, pandas as pd
+class K(pd.arrays.IntegerArray):
+    def factorize(self, use_na_sentinel=True):
+        return np.array([0, LABEL], dtype=np.intp), pd.array([1], dtype='Int64')
+k = K(np.array([1, 2]), np.array([False, False]))
+r = pd.Series([1.5, 2.5]).groupby(k, sort=False).METHOD()
+'''
+
+
+@pytest.mark.parametrize("method", ["last", "cumsum", "var", "count"])
+def test_groupby_labels_from_a_cell_factorize_do_not_write_memory(method):
+    result = _run(GROUPS.replace("LABEL", "10**7").replace("METHOD", method))
+    assert "crashed" not in result, result
+
+
+# --- N8-3: a cell subclass of a scipy sparse class overrides `indices` with a property --------------------------
+
+SPARSE = '''
+import numpy as np
+from scipy.sparse import csr_array
+EVIL = []
+class M(csr_array):
+    @property
+    def indices(self):
+        if EVIL:
+            return np.array(EVIL, dtype=np.int64)
+        return self.saved
+    @indices.setter
+    def indices(self, v):
+        self.saved = v
+a = M((np.array([1.0]), np.array([0], dtype=np.int64), np.array([0, 1], dtype=np.int64)), shape=(1, 1))
+bb = np.lib.array_utils.byte_bounds
+'''
+
+
+def test_sparse_subclass_indices_property_reads_no_memory_by_address():
+    cell = SPARSE + (
+        "x = np.zeros(1)\nclass Obj:\n    pass\no = Obj()\n"
+        "EVIL.append((id(o) + 8 - bb(x)[0]) // 8)\n"
+        "typeptr = int((a @ x).view(np.int64)[0]) == id(Obj)\n")
+    result = _run(cell, ns=("typeptr",))
+    assert "crashed" not in result, result
+    assert not result["typeptr"], json.dumps(result)
+
+
+def test_sparse_subclass_indices_property_writes_no_memory_by_address():
+    cell = SPARSE + (
+        "out = np.zeros((1, 1))\nvictim = np.zeros(4)\nb = bytes(16)\n"
+        "EVIL.append((bb(victim)[0] + 16 - bb(out)[0]) // 8)\n"
+        "try:\n    a.toarray(out=out)\nexcept Exception:\n    pass\n"
+        "EVIL[0] = (id(b) + 32 - bb(out)[0]) // 8\n"
+        "try:\n    a.toarray(out=out)\nexcept Exception:\n    pass\n"
+        "array_written = victim[2] == 1.0\nbytes_written = b != bytes(16)\n")
+    result = _run(cell, ns=("array_written", "bytes_written"))
+    assert "crashed" not in result, result
+    assert not result["array_written"] and not result["bytes_written"], json.dumps(result)
+
+
+# --- held ---------------------------------------------------------------------------------------------------------
+
+def test_sparse_int_index_without_integrity_check_is_bounds_checked_where_used():
+    """IntIndex(..., check_integrity=False) (the class is reachable by type()) with an index past the length, made
+    the SparseArray's sparse_index: to_dense, astype, cumsum, np.asarray, + a block array index with numpy's
+    checks (IndexError), to_block_index refuses, int_op cannot run past its inputs."""
+    cell = ("import numpy as np, pandas as pd\n"
+            "sa = pd.arrays.SparseArray([0.0, 1.0, 0.0, 2.0], kind='integer')\nII = type(sa.sp_index)\n"
+            "idx = II(4, np.array([1, 10**8], dtype=np.int32), check_integrity=False)\n"
+            "s = pd.arrays.SparseArray(np.array([5.0, 6.0]), sparse_index=idx, fill_value=0.0)\n"
+            "for f in (lambda: s.to_dense(), lambda: s.astype('Sparse[float32]'), lambda: s.cumsum(),\n"
+            "          lambda: np.asarray(s), lambda: s + pd.arrays.SparseArray([0.0, 1, 0, 2], kind='block'),\n"
+            "          lambda: idx.to_block_index(), lambda: s + s, lambda: s.take([0, 1, 2, 3])):\n"
+            "    try:\n        f()\n    except (IndexError, ValueError):\n        pass\n")
+    result = _run(cell)
+    assert result.get("status") == "ok", result
+
+
+def test_sparse_index_mismatched_with_its_values_is_refused():
+    cell = ("import numpy as np, pandas as pd\n"
+            "sa = pd.arrays.SparseArray([0.0, 1.0], kind='integer')\nII = type(sa.sp_index)\n"
+            "idx = II(100000, np.arange(0, 100000, 2, dtype=np.int32), check_integrity=False)\n"
+            "s = pd.arrays.SparseArray(np.array([5.0, 6.0]), sparse_index=idx, fill_value=0.0)\n")
+    result = _run(cell)
+    assert result["ename"] == "AssertionError", result
+
+
+def test_csgraph_predecessor_arrays_are_checked():
+    cell = ("import numpy as np\nfrom scipy.sparse import csgraph, csr_array\n"
+            "g = csr_array(np.array([[0, 1.0, 0], [0, 0, 1.0], [0, 0, 0]]))\n"
+            "try:\n    csgraph.reconstruct_path(g, np.array([-9999, 10**8, 1], dtype=np.int32))\n"
+            "except IndexError:\n    pass\n"
+            "d = csgraph.construct_dist_matrix(g.toarray(), np.array([[-9999, 10**8, 1]] * 3, dtype=np.int32))\n")
+    result = _run(cell)
+    assert result.get("status") == "ok", result
+
+
+def test_bspline_subclass_coefficient_property_is_not_read_past():
+    cell = ("import numpy as np\nfrom scipy.interpolate import BSpline\nEVIL = []\n"
+            "class B(BSpline):\n    @property\n    def c(self):\n        return np.zeros(1) if EVIL else self.saved\n"
+            "    @c.setter\n    def c(self, v):\n        self.saved = v\n"
+            "b = B(np.arange(12.0), np.ones(8), 3)\nEVIL.append(1)\nr = b(np.linspace(3, 8, 1000))\n"
+            "ones = bool(np.allclose(r, 1.0))\n")
+    result = _run(cell, ns=("ones",))
+    # held by evaluation (c is not read), and since review 8 refused at the class (gates._C_INDEX_DATA_MODULES)
+    assert result["status"] == "ok" and result["ones"] or result["ename"] == "BuiltinDenied", result
