@@ -700,3 +700,36 @@ def test_module_level_containers_are_copies_or_read_only():
     result = run_with_host(cell, use)
     assert result["status"] == "ok", result
     assert result.get("host") == ["float64", "#636EFA", "#fde725"], result
+
+
+# --- a library class's containers read through an instance, a cell subclass or super() ----------------------
+# The copy rule (review 7) covered reads on the library class itself; an instance reads the same class-level
+# list (HTMLCalendar().cssclasses is HTMLCalendar.cssclasses), and so do a cell subclass and super(): found in
+# this session's own review of the read path, closed in the same rule (Gates._class_container_copied).
+
+CLASS_CONTAINER_ROUTES = {
+    "an instance": "calendar.HTMLCalendar().cssclasses.append('planted')",
+    "a cell subclass": "class C(calendar.HTMLCalendar):\n    pass\nC.cssclasses.append('planted')",
+    "a cell subclass's instance": "class C(calendar.HTMLCalendar):\n    pass\nC().cssclasses.append('planted')",
+    "super()": "class C(calendar.HTMLCalendar):\n    def grab(self):\n        return super().cssclasses\n"
+               "C().grab().append('planted')",
+    "a dict through an instance": "textwrap.TextWrapper().unicode_whitespace_trans[65] = 66",
+}
+
+
+@pytest.mark.parametrize("route", sorted(CLASS_CONTAINER_ROUTES))
+def test_a_library_classs_containers_stay_the_hosts_whatever_reads_them(run, route):
+    import calendar
+    import textwrap as host_textwrap
+    css, trans = list(calendar.HTMLCalendar.cssclasses), dict(host_textwrap.TextWrapper.unicode_whitespace_trans)
+    r = run("import calendar, textwrap\n" + CLASS_CONTAINER_ROUTES[route])
+    assert r.ok, r   # the cell changed its own copy
+    assert calendar.HTMLCalendar.cssclasses == css
+    assert host_textwrap.TextWrapper.unicode_whitespace_trans == trans
+
+
+def test_what_an_instance_holds_itself_stays_its_own(run):
+    r = run("import calendar\nh = calendar.HTMLCalendar()\nh.cssclasses = ['mine']\nh.cssclasses.append('kept')\n"
+            "class C(calendar.HTMLCalendar):\n    extra = [1]\nC.extra.append(2)\nc = C()\nc.extra.append(3)\n"
+            "print(h.cssclasses, C.extra)")
+    assert r.ok and r.stdout == "['mine', 'kept'] [1, 2, 3]\n", r

@@ -129,3 +129,56 @@ def test_match_keyword_pattern_cannot_bind_what_attribute_access_refuses(sandbox
         assert not isinstance(sandbox.ns.get("m"), types.ModuleType), pattern
     else:
         assert "m" not in sandbox.ns, f"{pattern} bound {sandbox.ns.get('m')!r}"
+
+
+# --- Python's own reads in a class pattern ------------------------------------------------------------------
+# 'case C(k=v)' reads subject.k itself, after the stand-in's isinstance check, and binds what it read: the
+# gate's copy, read-only view or guarded stand-in never reached the cell. Found in this session's own review
+# of the read path: a library class's list changed for the host, scipy's index array written in place (the
+# N5-2 class of full escape), numpy's unguarded frombuffer bound. The check (Gates.pattern_read) now lets a
+# pattern read only what the gate hands out as it is.
+
+def test_a_class_pattern_cannot_bind_a_library_classs_list(run):
+    import calendar
+    before = list(calendar.HTMLCalendar.cssclasses)
+    r = run("import calendar\nmatch calendar.HTMLCalendar:\n    case type(cssclasses=c):\n        c.append('planted')\n")
+    assert not r.ok and r.denied("attribute", line=3), r
+    assert "class pattern" in r.error_value and "case body" in r.error_value, r
+    assert calendar.HTMLCalendar.cssclasses == before
+
+
+def test_a_class_pattern_cannot_bind_a_sparse_arrays_index_array(sandbox):
+    r = sandbox.run("import numpy as np, scipy.sparse as sp\nA = sp.csr_array(np.eye(3))\nmatch A:\n"
+            "    case sp.csr_array(indices=ix):\n        ix[0] = 2\n")
+    assert not r.ok and r.denied("attribute", line=4), r
+    assert sandbox.ns["A"].indices.tolist() == [0, 1, 2] and "ix" not in sandbox.ns
+
+
+def test_a_class_pattern_cannot_bind_a_guarded_module_function(sandbox):
+    r = sandbox.run("import numpy as np, math\nModule = type(math)\nmatch np:\n"
+                    "    case Module(frombuffer=fb):\n        pass\n")
+    assert not r.ok and r.denied("attribute", line=4), r
+    assert "fb" not in sandbox.ns
+
+
+def test_class_patterns_still_match_and_read_once(run):
+    r = run("log = []\nclass K:\n    @property\n    def c(self):\n        log.append('read')\n        return 3\n"
+            "match K():\n    case K(c=3):\n        pass\n"
+            "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\n    y: int\n"
+            "match P(1, 2):\n    case P(1, y):\n        print('y', y)\n"
+            "import pandas as pd, math\nmatch pd.Timestamp('2020-01-02'):\n"
+            "    case pd.Timestamp(year=yr, month=m):\n        print(yr, m)\n"
+            "Module = type(math)\nmatch math:\n    case Module(pi=p):\n        print(round(p, 2))\n"
+            "match 3 + 4j:\n    case complex(real=re, imag=im):\n        print(re, im)\n"
+            "print(log)\n")
+    assert r.ok, r
+    assert r.stdout == "y 2\n2020 1\n3.14\n3.0 4.0\n['read']\n", r
+
+
+# --- a match star capture is charged (R12-3) ------------------------------------------------------------------
+def test_a_star_capture_is_charged_and_keeps_its_value(run):
+    r = run("match range(3 * 10**6):\n    case [a, *rest]:\n        pass\n", ticks=10**6)
+    assert r.error_name == "TickLimitExceeded", r
+    r = run("match [1, 2, 3, 4]:\n    case [a, *rest, z] if z == 4:\n        print(a, rest, z)\n"
+            "match {'k': (5, 6, 7)}:\n    case {'k': [x, *more]}:\n        print(x, more)\n")
+    assert r.ok and r.stdout == "1 [2, 3] 4\n5 [6, 7]\n", r
