@@ -49,6 +49,13 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 # anything else would reach the browser as the cell wrote it.
 _REBUILT = frozenset(DEFAULT_MIME_ALLOWLIST)
 _JSON_TYPE = re.compile(r"^application/[a-z0-9.+-]+\+json$")
+# JSON types whose renderers do more than show data: vega and vega-lite load `data.url` (and images,
+# fonts) from anywhere; the GeoJSON renderer draws on remote tiles; vdom builds DOM elements (img,
+# script) from the JSON; widget views and state, bokeh's and holoviews' load/exec types run code.
+# Re-serialising them changes nothing of that, so the kernel refuses them as extra types.
+_ACTIVE_JSON_TYPE = re.compile(
+    r"^application/(?:vnd\.vega(?:lite)?(?:\.v[0-9.]+)?|(?:vnd\.)?geo|vdom(?:\.v[0-9]+)?"
+    r"|vnd\.jupyter\.widget-[a-z]+|vnd\.(?:bokehjs|holoviews)_[a-z]+(?:\.v[0-9]+)?)\+json$")
 
 
 class OutputRejected(ValueError):
@@ -56,8 +63,9 @@ class OutputRejected(ValueError):
 
 
 def allowed_extra_type(mime: str) -> bool:
-    """Whether an operator-added MIME type can be published as JSON data the kernel re-serialises."""
-    return bool(_JSON_TYPE.match(mime))
+    """Whether an operator-added MIME type can be published as JSON data the kernel re-serialises: JSON
+    types only, and none whose known renderer fetches or runs what the data names (_ACTIVE_JSON_TYPE)."""
+    return bool(_JSON_TYPE.match(mime)) and not _ACTIVE_JSON_TYPE.match(mime.lower())
 
 
 # -- Text ------------------------------------------------------------------------------------------
@@ -115,6 +123,19 @@ def _visible(m: re.Match) -> str:
     if code == 0x7F:
         return "\u2421"
     return "\ufffd"  # C1 controls and lone surrogates
+
+
+def _visible_char(m: re.Match) -> str:
+    """One character _UNSAFE_TEXT matched, as clean_text shows it outside a colour sequence."""
+    ch = m.group(0)
+    code = ord(ch)
+    if ch in _BIDI or ch == DENIAL_MARK:
+        return f"<U+{code:04X}>"
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"
 
 
 def needs_cleaning(text: str) -> bool:
@@ -254,7 +275,16 @@ def sanitize_html(html: str) -> str:
         link_rel=None,
         strip_comments=True,
     )
-    return _split_math(clean)
+    return _split_math(_html_visible(clean))
+
+
+def _html_visible(html: str) -> str:
+    """nh3 writes every character literally, whatever entity spelt it (`&#x26d4;`): the denial mark,
+    controls and bidi overrides are shown as clean_text shows them (escaped: `&lt;U+26D4&gt;`), so a
+    cell's HTML or markdown cannot draw a denial's line, and text an agent takes from it is plain."""
+    if _UNSAFE_TEXT.search(html) is None:
+        return html
+    return _UNSAFE_TEXT.sub(lambda m: html_lib.escape(_visible_char(m)), html)
 
 
 # -- Markdown --------------------------------------------------------------------------------------
@@ -380,16 +410,35 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _cut_to_bytes(text: str, limit: int, *, tail: bool = False) -> str:
-    """At most `limit` UTF-8 bytes of `text` (its start, or its end). Only the part kept is encoded."""
+    """At most `limit` UTF-8 bytes of `text` (its start, or its end). Only the part kept is encoded.
+
+    A start never ends inside an escape sequence: clean text keeps complete colour sequences, and one
+    cut to `ESC [` would become a screen clear, a cursor move ... with whatever is published after it
+    (the held tail begins where the cell chose). An end needs no such care: a sequence cut there has
+    lost its ESC."""
     limit = max(limit, 0)
     if len(text) <= limit // 4:
         return text
     part = text[-limit:] if tail else text[:limit]  # a character is at least one byte
     raw = part.encode("utf-8", "replace")
-    if len(raw) <= limit:
+    if len(raw) > limit:
+        raw = raw[-limit:] if tail else raw[:limit]
+        part = raw.decode("utf-8", "ignore")
+    if not tail and len(part) < len(text):
+        part = _without_partial_escape(part)
+    return part
+
+
+_COMPLETE_SGR = re.compile("\x1b\\[[0-9;]{0,64}m")
+_LONGEST_SGR = 67  # ESC [ 64 parameters m
+
+
+def _without_partial_escape(part: str) -> str:
+    """`part` less a trailing ESC that does not start a complete colour sequence within it."""
+    start = part.rfind("\x1b", max(len(part) - _LONGEST_SGR, 0))
+    if start < 0 or _COMPLETE_SGR.match(part, start):
         return part
-    raw = raw[-limit:] if tail else raw[:limit]
-    return raw.decode("utf-8", "ignore")
+    return part[:start]
 
 
 # -- The wire --------------------------------------------------------------------------------------
@@ -477,8 +526,10 @@ class CellOutput:
         return self.cut_bytes > 0 or self.displays_dropped_total > 0
 
     def _note_filtered(self, mime: str, reason: str) -> None:
+        """The reply's record of a value removed. A MIME key is the cell's text (and reasons quote it):
+        both are cut, then shown as one line of clean text, like every string an agent prints."""
         if len(self.filtered) < 100:
-            self.filtered.append({"mime": mime[:100], "reason": reason[:300]})
+            self.filtered.append({"mime": one_line(mime[:100]), "reason": one_line(reason[:300])})
 
     # -- streams
 
@@ -497,8 +548,11 @@ class CellOutput:
             head = _cut_to_bytes(text, room)
             self.text_used += _size(head)
             self.stream_messages += 1
-            out.append((name, head))
+            if head:
+                out.append((name, head))
             text = text[len(head):]
+            if text:  # the head is full: what follows (and all later text) goes to the tail, in order
+                self.text_used = max(self.text_used, self.head_bytes)
         if text:
             self._hold(name, text)
         return out

@@ -36,6 +36,8 @@ from .outputfilter import clean_text, needs_cleaning
 
 MAX_DEPTH = 64
 MAX_UPDATE_KEYS = 10_000  # attributes set by all of a figure's menu buttons and slider steps together
+MAX_MAP_SUBPLOTS = 100    # distinct map subplots a figure may name (each gets a blank style)
+MAX_PATH_PARTS = 16       # dotted parts of one menu/slider attribute path (plotly's deepest is ~6)
 
 
 class FigureRejected(ValueError):
@@ -609,11 +611,20 @@ def clean_config(config) -> dict:
 class _Walk:
     """One figure's clean copy. Work items sit on an explicit stack: nothing recurses."""
 
-    def __init__(self, schema: Schema):
+    def __init__(self, schema: Schema, parent: "_Walk | None" = None):
         self.schema = schema
         self.stack: list = []
         self.seen: set[int] = set()
         self.updates_left = MAX_UPDATE_KEYS
+        # Every map subplot anything in the figure could draw on (traces, templates, frames, menu
+        # arguments): validate_figure gives each the blank style. Shared with the walks of arguments.
+        self.map_subplots: set[str] = parent.map_subplots if parent is not None else set()
+
+    def note_map_subplot(self, name: str) -> None:
+        if name not in self.map_subplots:
+            if len(self.map_subplots) >= MAX_MAP_SUBPLOTS:
+                raise FigureRejected(f"figure names more than {MAX_MAP_SUBPLOTS} map subplots")
+            self.map_subplots.add(name)
 
     def spend(self, keys: int) -> bool:
         """Update-menu and slider arguments cost a schema lookup per attribute for every trace type:
@@ -688,7 +699,16 @@ class _Walk:
             if node.strict:
                 raise FigureRejected(f"unknown trace type {str(kind)[:40]!r}")
             return self.put(out, key, _DROP)
+        if node.strict:  # a trace (of the figure, a frame, an animate argument)
+            self.note_map_trace(target)
         self.obj(target, value, out, key, depth)
+
+    def note_map_trace(self, trace: Obj) -> None:
+        """A trace type drawn on a map may end up on its default subplot whatever it names (plotly.js
+        replaces a subplot id it does not accept by the default): that one is styled too."""
+        leaf = trace.field("subplot")
+        if isinstance(leaf, Leaf) and leaf.kind == "subplotid" and leaf.base in _MAP_SUBPLOTS:
+            self.note_map_subplot(leaf.base)
 
     def template_data(self, node: TemplateData, value, out, key, depth):
         if not isinstance(value, dict):
@@ -697,7 +717,7 @@ class _Walk:
         out[key] = clean
         for trace_type, traces in value.items():
             target = node.traces.get(trace_type) if type(trace_type) is str else None
-            if target is not None:
+            if target is not None:  # (a subplot its trace defaults name is noted by the leaf)
                 clean[trace_type] = None
                 self.stack.append((self.push, Items(target), traces, clean, trace_type, depth + 1))
 
@@ -720,7 +740,10 @@ class _Walk:
             return self.put(out, key, self.leaf_list(node, value, depth))
         if isinstance(value, dict):  # only plotly's packed numeric arrays
             return self.put(out, key, typed_array(value) if node.array_ok else _DROP)
-        return self.put(out, key, _scalar(node, value))
+        result = _scalar(node, value)
+        if kind == "subplotid" and node.base in _MAP_SUBPLOTS and type(result) is str:
+            self.note_map_subplot(result)  # wherever it is named: trace, template, frame, argument
+        return self.put(out, key, result)
 
     def leaf_list(self, node: Leaf, values: list, depth):
         kind = node.kind
@@ -772,6 +795,9 @@ class _Walk:
             for k, v in value.items():
                 if type(k) is not str:
                     raise FigureRejected("figure keys must be strings")
+                # Keys of free data (meta, customdata objects, GeoJSON properties) leave as they are
+                # read: as text (an agent prints the chart). Schema keys are plotly's own names.
+                k = clean_text(k)
                 if isinstance(v, (dict, list)):
                     clean[k] = None
                     self.stack.append((self.data_task, v, clean, k, depth + 1))
@@ -854,8 +880,9 @@ def _scalar(node: Leaf, value):
         return value if (vtype is str and _COLOR.fullmatch(value)) or vtype in (int, float) else _DROP
     if kind == "colorscale":
         return value if vtype is str and _COLORSCALE_NAME.fullmatch(value) else _DROP
-    if kind == "subplotid":
-        return value if vtype is str and re.fullmatch(re.escape(node.base) + r"\d*", value) else _DROP
+    if kind == "subplotid":  # the ids plotly.js accepts as they are: x, x2 ... (not x1 or x02)
+        return value if vtype is str and re.fullmatch(re.escape(node.base) + r"(?:[2-9]|[1-9]\d{1,8})?",
+                                                      value) else _DROP
     if kind == "css":
         return value if vtype is str and css_value_is_plain(value) else _DROP
     if kind == "image":
@@ -937,7 +964,7 @@ def _clean_args(walk: _Walk, method: str, args, depth: int):
     elif method == "animate":
         clean.append(_animate_target(walk, args[0] if args else None, depth + 1))
         if len(args) > 1:
-            opts = _Walk(sch).run(sch.animation, args[1], depth + 1) if isinstance(args[1], dict) else _DROP
+            opts = _Walk(sch, walk).run(sch.animation, args[1], depth + 1) if isinstance(args[1], dict) else _DROP
             clean.append({} if opts is _DROP else opts)
     return clean
 
@@ -951,7 +978,25 @@ def _trace_indices(value):
 
 
 _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+_ATTR_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d{1,9}\])*(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d{1,9}\])*)*")
+_INDEX_RUN = re.compile(r"(?:\[\d+\])+")
 _NOT_UPDATABLE = ("template", "updatemenus", "sliders")
+_MAX_CACHED_PATHS = 4096
+
+
+def _attribute_path(path) -> str | None:
+    """A menu/slider attribute path as it is resolved: None unless it is `name[i].name...` with at most
+    MAX_PATH_PARTS parts (anything else is not a path plotly.js sets, and its key would leave the kernel
+    as the cell wrote it); each run of indices collapsed to at most two (`[0][0]`), which resolve like any
+    longer run (an object takes one index, a data leaf any number): the work on a path is bounded by its
+    length, and the schema's cache is keyed by schema paths only."""
+    if type(path) is not str:
+        raise FigureRejected("figure keys must be strings")
+    if path.count(".") >= MAX_PATH_PARTS or not _ATTR_PATH.fullmatch(path):
+        return None
+    if "[" not in path:
+        return path
+    return _INDEX_RUN.sub(lambda m: "[0]" if m.group(0).count("[") == 1 else "[0][0]", path)
 
 
 def _resolve(root: Obj, path: str):
@@ -965,7 +1010,7 @@ def _resolve(root: Obj, path: str):
         node = node.field(m.group(1))
         if node is None:
             return None
-        for _ in re.findall(r"\[\d+\]", m.group(2)):
+        for _ in range(min(m.group(2).count("["), 2)):  # more resolve like two (see _attribute_path)
             if isinstance(node, Items):
                 node = node.item
             elif isinstance(node, Leaf) and node.kind in ("data", "array", "number", "text", "color") and n == len(parts) - 1:
@@ -980,17 +1025,18 @@ def _signature(node):
 
 
 def _checked(walk: _Walk, node, value, depth):
-    return _Walk(walk.schema).run(node, value, depth)
+    return _Walk(walk.schema, walk).run(node, value, depth)
 
 
 def _restyle_nodes(sch: Schema, path: str) -> list:
-    """The distinct schema nodes an attribute path names across all trace types (cached by the path
-    without its indices: a finite set, since only paths the schema knows are kept)."""
+    """The distinct schema nodes an attribute path (as _attribute_path gives it) names across all trace
+    types. Cached by the path with its indices as `[]`: only paths some trace type knows are kept, at
+    most two indices a run, and at most _MAX_CACHED_PATHS of them."""
     if sch.trace_props is None:
         sch.trace_props = frozenset().union(*(trace.keys() for trace in sch.traces.values()))
     if path.split(".")[0].split("[")[0] not in sch.trace_props:
         return []  # one set lookup for a name no trace type has
-    key = re.sub(r"\[\d+\]", "[]", path)
+    key = path.replace("[0]", "[]") if "[" in path else path
     nodes = sch.restyle_nodes.get(key)
     if nodes is None:
         found: dict = {}
@@ -999,7 +1045,7 @@ def _restyle_nodes(sch: Schema, path: str) -> list:
             if node is not None:
                 found.setdefault(_signature(node), node)
         nodes = list(found.values())
-        if nodes:
+        if nodes and len(sch.restyle_nodes) < _MAX_CACHED_PATHS:
             sch.restyle_nodes[key] = nodes
     return nodes
 
@@ -1011,18 +1057,20 @@ def _restyle_update(walk: _Walk, update, depth):
         return {}
     clean = {}
     for path, value in update.items():
-        if type(path) is not str:
-            raise FigureRejected("figure keys must be strings")
-        if not walk.spend(len(value) if isinstance(value, list) else 1):
+        canonical = _attribute_path(path)
+        # a path's parts cost one lookup per trace type each (uncached when no trace type has it)
+        if not walk.spend((len(value) if isinstance(value, list) else 1) + path.count(".")):
             break
+        if canonical is None:
+            continue
         head = path.split(".")[0].split("[")[0]
         if head == "subplot":
             continue  # a new map subplot would get the map library's default (fetching) style
         if head == "type":
-            if _no_map_types(walk.schema, value):
+            if path == "type" and _no_map_types(walk.schema, value):
                 clean[path] = value
             continue
-        nodes = _restyle_nodes(walk.schema, path)
+        nodes = _restyle_nodes(walk.schema, canonical)
         results = []
         for node in nodes:
             per_trace = (isinstance(value, list) and not (isinstance(node, Leaf) and node.kind == "data"))
@@ -1054,13 +1102,12 @@ def _relayout_update(walk: _Walk, update, depth):
         return {}
     clean = {}
     for path, value in update.items():
-        if type(path) is not str:
-            raise FigureRejected("figure keys must be strings")
-        if not walk.spend(1):
+        canonical = _attribute_path(path)
+        if not walk.spend(1 + path.count(".")):
             break
-        if path.split(".")[0].split("[")[0] in _NOT_UPDATABLE:
+        if canonical is None or path.split(".")[0].split("[")[0] in _NOT_UPDATABLE:
             continue
-        node = _resolve(walk.schema.frame_layout, path)
+        node = _resolve(walk.schema.frame_layout, canonical)
         if node is None:
             continue
         result = _checked(walk, node, value, depth)
@@ -1106,29 +1153,23 @@ def _finish_template_layout(walk: _Walk, node: Obj, raw: dict, out, key, depth):
                 sub["style"] = style
 
 
+def _finish_map_subplot(walk: _Walk, node: Obj, raw: dict, out, key, depth):
+    """Every map subplot object that leaves the kernel has the blank style: in the layout, in a frame's
+    layout, and as a relayout/update/animate argument (`{"map": {}}` would otherwise replace the
+    subplot's style by the map library's default on a click). A template's keeps a name (see
+    _finish_template_layout)."""
+    sub = out[key] if isinstance(out, list) or key in out else None
+    if isinstance(sub, dict):
+        sub["style"] = json.loads(json.dumps(SAFE_MAP_STYLE))
+
+
 _FINISH.update({"layout.updatemenu.button": _finish_update_control,
                 "layout.slider.step": _finish_update_control,
-                **{f"layout.{sub}.layer": _finish_map_layer for sub in _MAP_SUBPLOTS}})
+                **{f"layout.{sub}.layer": _finish_map_layer for sub in _MAP_SUBPLOTS},
+                **{f"layout.{sub}": _finish_map_subplot for sub in _MAP_SUBPLOTS}})
 
 
 # -- the figure --------------------------------------------------------------------------------------
-
-
-def _map_subplots(sch: Schema, figure: dict) -> set[str]:
-    """The map subplots the traces (of the figure and its frames) draw on."""
-    ids = set()
-    traces = list(figure.get("data") or [])
-    for frame in figure.get("frames") or []:
-        if isinstance(frame, dict):
-            traces.extend(frame.get("data") or [])
-    for trace in traces:
-        if not isinstance(trace, dict):
-            continue
-        node = sch.traces.get(trace.get("type", "scatter"))
-        leaf = node.field("subplot") if node is not None else None
-        if isinstance(leaf, Leaf) and leaf.kind == "subplotid" and leaf.base in _MAP_SUBPLOTS:
-            ids.add(trace.get("subplot") or leaf.base)
-    return ids
 
 
 def validate_figure(fig) -> dict:
@@ -1143,10 +1184,15 @@ def validate_figure(fig) -> dict:
         raise FigureRejected("'layout' must be an object")
     sch = schema()
     body = {k: v for k, v in fig.items() if k in ("data", "layout", "frames")}
-    clean = _Walk(sch).run(sch.figure, body)
+    walk = _Walk(sch)
+    clean = walk.run(sch.figure, body)
     if not isinstance(clean, dict):
         raise FigureRejected("a Plotly figure needs a 'data' list")
-    for sub in _map_subplots(sch, clean):
+    # Every map subplot the figure could ever draw on, whoever names it (a trace, a template's trace
+    # defaults, a frame, an animate button's inline frame) and the default subplot of every map trace
+    # type anywhere, has the blank style in the layout: plotly.js would give an unstyled one the map
+    # library's default style, fetched from a CDN.
+    for sub in sorted(walk.map_subplots):
         layout = clean.setdefault("layout", {})
         if not isinstance(layout.get(sub), dict):
             layout[sub] = {}

@@ -266,13 +266,18 @@ def test_bundle_keeps_only_types_the_kernel_rebuilds():
 
 def test_operator_extra_types_must_be_json_data():
     """A type the kernel cannot rebuild would reach the browser as the cell wrote it: an operator can
-    add JSON types (published as re-serialised data), never SVG, JavaScript or HTML-like text."""
-    filt = OutputFilter(allowlist=("text/plain", "image/svg+xml", "application/javascript",
-                                   "application/vnd.vega.v5+json"))
-    assert filt.allowlist == ("text/plain", "application/vnd.vega.v5+json")
-    assert filt.ignored == ["image/svg+xml", "application/javascript"]
-    data, _ = filt.cell().bundle({"image/svg+xml": "<svg></svg>", "application/vnd.vega.v5+json": {"a": 1}})
-    assert data == {"application/vnd.vega.v5+json": {"a": 1}}
+    add JSON types (published as re-serialised data), never SVG, JavaScript or HTML-like text, nor a
+    JSON type whose renderer fetches or runs what the data names (vega's data.url: review O2-6)."""
+    data_type = "application/vnd.dataresource+json"
+    active = ("application/vnd.vega.v5+json", "application/vnd.vegalite.v5+json", "application/geo+json",
+              "application/vdom.v1+json", "application/vnd.jupyter.widget-view+json",
+              "application/vnd.bokehjs_exec.v0+json", "application/vnd.holoviews_load.v0+json")
+    filt = OutputFilter(allowlist=("text/plain", "image/svg+xml", "application/javascript", data_type) + active)
+    assert filt.allowlist == ("text/plain", data_type)
+    assert filt.ignored == ["image/svg+xml", "application/javascript", *active]
+    data, _ = filt.cell().bundle({"image/svg+xml": "<svg></svg>", data_type: {"a": 1},
+                                  "application/vnd.vega.v5+json": {"data": {"url": "https://evil.example/"}}})
+    assert data == {data_type: {"a": 1}}
 
 
 def test_metadata_keeps_only_layout_hints():
