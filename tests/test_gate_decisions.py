@@ -1,0 +1,158 @@
+"""Gate decisions, one behaviour each, through the engine (issue 13, item 3: mutation testing).
+
+Each test here pins a decision that a mutant in scripts/mutation_scope.txt changed without any focused
+test noticing (docs/mutation.md lists which mutant each test kills), or one that the CI smoke run
+(tests/test_mutation_smoke.py) mutates. A test asserts both sides where a flipped condition could
+pass one of them: the refusal, and the ordinary use next to it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from conftest import CellResult
+
+from sandbox_kernel.engine import Engine
+from sandbox_kernel.policy import PRESETS
+
+
+def _refused(r, kind, error="") -> bool:
+    return not r.ok and r.denied(kind) and (not error or r.error_name == error)
+
+
+def _run_with(policy, workdir, source) -> CellResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    events: list = []
+    done = Engine(policy, workdir=str(workdir)).run_cell(source, emit=events.append)
+    return CellResult(done, events)
+
+
+# -- attribute reads (Gates._decide) -------------------------------------------------------------------
+
+def test_private_attribute_of_a_library_object_is_refused(run):
+    r = run("from fractions import Fraction\nx = Fraction(1, 2)._numerator")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = run("from fractions import Fraction\nx = Fraction(1, 2).numerator\nx")
+    assert r.ok and r.result_text == "1", r
+
+
+# -- sizes (Gates.check_size, Gates._check_repeat) -----------------------------------------------------
+
+def test_repeating_a_list_past_the_memory_limit_is_refused(run):
+    r = run("x = [0] * (10**9)")
+    assert _refused(r, "limit", "SizeDenied"), r
+    r = run("x = [0] * 1000\nlen(x)")
+    assert r.ok and r.result_text == "1000", r
+
+
+def test_a_huge_integer_product_is_refused(run):
+    r = run("x = (1 << 5_000_000) * (1 << 5_000_000)")
+    assert _refused(r, "limit", "SizeDenied"), r
+    r = run("x = (1 << 4_000_000) * (1 << 4_000_000)\nx.bit_length()")
+    assert r.ok and r.result_text == "8000001", r
+
+
+# -- imports (Gates.import_module) -----------------------------------------------------------------------
+
+def test_a_module_the_policy_does_not_grant_is_refused(run):
+    r = run("import os")
+    assert _refused(r, "import", "ImportDenied"), r
+    r = run("import math\nmath.floor(2.5)")
+    assert r.ok and r.result_text == "2", r
+
+
+# -- writes (Gates.write) ----------------------------------------------------------------------------------
+
+def test_writing_a_module_attribute_is_refused(run):
+    r = run("import math\nmath.pi = 3")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = run("class C:\n    pass\nc = C()\nc.pi = 3\nc.pi")
+    assert r.ok and r.result_text == "3", r
+
+
+# -- names (Rewriter._check_name) ------------------------------------------------------------------------
+
+def test_a_reserved_name_is_refused_by_the_rewriter(run):
+    r = run("x = __builtins__")
+    assert _refused(r, "name", "NameDenied"), r
+    r = run("x = 1\ny = x + 1\ny")
+    assert r.ok and r.result_text == "2", r
+
+
+# -- files (ConfinedFiles.resolve) -------------------------------------------------------------------------
+
+def test_writing_a_file_outside_the_working_directory_is_refused(run, outside):
+    r = run(f"open({str(outside / 'x.txt')!r}, 'w')")
+    assert _refused(r, "file", "FileDenied"), r
+    assert not (outside / "x.txt").exists()
+    r = run("open('../x.txt', 'w')")
+    assert _refused(r, "file", "FileDenied"), r
+    r = run("with open('a.txt', 'w') as f:\n    f.write('1')\nopen('a.txt').read()")
+    assert r.ok and r.result_text == "'1'", r
+
+
+def test_resize_is_refused_on_an_array_and_on_its_class(run):
+    r = run("import numpy as np\na = np.zeros(3)\nf = a.resize")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = run("import numpy as np\nf = np.ndarray.resize")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = run("import numpy as np\nnp.resize(np.zeros(3), 5).shape")
+    assert r.ok and r.result_text == "(5,)", r
+
+
+# -- bound methods (Gates._check_method) ---------------------------------------------------------------------
+
+def test_a_bound_method_of_the_runtime_is_handed_out(run):
+    """itertools.chain's stand-in has a classmethod of the runtime: reading it must not be refused as a
+    function from sandbox_kernel."""
+    r = run("import itertools\nlist(itertools.chain.from_iterable([[1], [2]]))")
+    assert r.ok and r.result_text == "[1, 2]", r
+
+
+def test_a_denied_function_is_refused_under_another_class(tmp_path):
+    """A policy that denies DataFrame.to_pickle denies the function itself (NDFrame.to_pickle): a Series
+    (not a DataFrame) hands out the same function as a bound method, refused by value."""
+    policy = dataclasses.replace(PRESETS["data-science"], object_deny=("pandas.DataFrame.to_pickle",))
+    r = _run_with(policy, tmp_path / "work", "import pandas as pd\nf = pd.Series([1]).to_pickle")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = _run_with(policy, tmp_path / "work2", "import pandas as pd\nf = pd.DataFrame({'a': [1]}).to_pickle")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = _run_with(policy, tmp_path / "work3", "import pandas as pd\npd.Series([1, 2]).sum()")
+    assert r.ok and r.result_text in ("3", "np.int64(3)"), r
+
+
+# -- objects of ungranted libraries (Gates._foreign_class) ------------------------------------------------
+
+def test_an_object_of_an_ungranted_library_hands_out_only_plain_data(run):
+    """pandas' Styler holds a jinja2 Environment (jinja2.environment: a submodule of an ungranted package)."""
+    source = "import pandas as pd\nenv = pd.DataFrame({'a': [1]}).style.env\n"
+    for read in ("env.getattr", "env.filters", "env.globals"):
+        r = run(source + f"got = {read}")
+        assert _refused(r, "attribute", "AttributeDenied"), (read, r)
+    r = run(source + "env.trim_blocks")
+    assert r.ok and r.result_text == "True", r
+
+
+# -- private and dunder reads (Gates._private_readable) ---------------------------------------------------
+
+def test_dunder_dict_is_readable_only_on_the_cells_own_objects(run):
+    r = run("class C:\n    pass\nc = C()\nc.x = 1\nc.__dict__")
+    assert r.ok and r.result_text == "{'x': 1}", r
+    r = run("import fractions\nd = fractions.Fraction(1, 2).__dict__")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+def test_an_unknown_dunder_is_hidden_even_on_the_cells_own_class(run):
+    r = run("class C:\n    pass\nc = C()\nx = c.__weakref__")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+# -- scipy objects (Gates._decide: the index-array rule applies to plain reads only) -------------------------
+
+def test_a_scipy_array_subclass_keeps_the_tolist_size_check(run):
+    """MatlabObject is a scipy ndarray subclass: its tolist() is still the sized stand-in, refused before
+    numpy builds the list (not only by the allocator afterwards)."""
+    source = "import numpy as np\nfrom scipy.io.matlab import MatlabObject\nm = MatlabObject(np.zeros({}, dtype=bool), 'c')\n"
+    r = run(source.format("3_000_000") + "x = m.tolist()", memory_mb=64)
+    assert _refused(r, "limit", "SizeDenied"), r
+    r = run(source.format("3") + "m.tolist()", memory_mb=64)
+    assert r.ok and r.result_text == "[False, False, False]", r
