@@ -144,10 +144,20 @@ def _too_deep(value) -> bool:
 
 
 class Channel:
-    """Frames over a connected stream socket (one end of a socketpair)."""
+    """Frames over a connected stream socket (one end of a socketpair).
 
-    def __init__(self, sock: socket.socket, *, max_recv: int, max_send: int):
+    ``host=True`` is the kernel's end, facing an untrusted worker: it never blocks on the peer. Its
+    socket is non-blocking (every read is preceded by a poll with the caller's deadline, and a read
+    that finds nothing returns to the poll), urgent data is read inline (SO_OOBINLINE) and, as soon as
+    poll reports it (POLLPRI), is a protocol violation: one MSG_OOB byte on a blocking socket would
+    otherwise leave poll saying "readable" while recv() waits for ordinary data for ever."""
+
+    def __init__(self, sock: socket.socket, *, max_recv: int, max_send: int, host: bool = False):
         self.sock = sock
+        self.host = host
+        if host:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
+            sock.setblocking(False)
         self.max_recv = max_recv
         self.max_send = max_send
         self._buf = bytearray()        # bytes received and not yet consumed (headers, small frames)
@@ -158,7 +168,8 @@ class Channel:
         self.discarded = 0  # frames discarded unread
         self.last_length = 0  # payload bytes of the last frame returned or discarded
         self._poller = select.poll()  # cheaper than select() per wait, and no fd-number limit
-        self._poller.register(sock.fileno(), select.POLLIN)
+        self._poller.register(sock.fileno(), select.POLLIN | select.POLLPRI)
+        self._empty_reads = 0  # reads that found nothing after poll said readable, in a row
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -181,7 +192,7 @@ class Channel:
         except OSError as exc:
             raise ChannelClosed(f"cannot send: {exc.strerror or exc}") from None
         finally:
-            self.sock.settimeout(None)
+            self.sock.settimeout(0.0 if self.host else None)
 
     def pending(self) -> str | None:
         """What the peer sent that nobody asked for yet: "data", "closed" (end of stream or a broken
@@ -189,8 +200,11 @@ class Channel:
         if self._buf or self._body is not None or self._skip_left:
             return "data"
         try:
-            if not self._poller.poll(0):
+            ready = self._poller.poll(0)
+            if not ready:
                 return None
+            if any(ev & select.POLLPRI for _, ev in ready):
+                return "data"  # urgent data: never part of the protocol
             return "data" if self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) else "closed"
         except BlockingIOError:
             return None
@@ -198,34 +212,52 @@ class Channel:
             return "closed"
 
     def _wait(self, deadline: float | None) -> None:
-        if deadline is not None:
+        if deadline is None:
+            if not self.host:
+                return  # the worker's end: a blocking read is what it wants
+            ready = self._poller.poll()
+        else:
             left = deadline - time.monotonic()
-            if left <= 0 or not self._poller.poll(math.ceil(left * 1000)):
+            ready = self._poller.poll(math.ceil(left * 1000)) if left > 0 else []
+            if not ready:
                 raise ChannelTimeout("no message before the deadline")
+        if any(ev & select.POLLPRI for _, ev in ready):
+            raise ChannelError("urgent (out-of-band) data on the channel")
+
+    def _nothing_read(self) -> None:
+        """A read found nothing although poll said the socket was readable. Twice in a row is a peer
+        playing with the socket's state (the host would spin): a protocol violation."""
+        self._empty_reads += 1
+        if self._empty_reads > 2:
+            raise ChannelError("the channel reports data that it does not deliver")
 
     def _fill(self, need: int, deadline: float | None) -> None:
         while len(self._buf) < need:
             self._wait(deadline)
             try:
                 chunk = self.sock.recv(65536)
-            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
+            except (InterruptedError, BlockingIOError):  # EINTR (PEP 475 retries), or nothing there
+                self._nothing_read()
                 continue
             except OSError as exc:
                 raise ChannelClosed(f"cannot receive: {exc.strerror or exc}") from None
             if not chunk:
                 raise ChannelClosed("the peer closed the channel")
+            self._empty_reads = 0
             self._buf += chunk
 
     def _recv_into(self, view: memoryview, deadline: float | None) -> int:
         self._wait(deadline)
         try:
             n = self.sock.recv_into(view, min(len(view), 4 * 1024 * 1024))
-        except InterruptedError:  # pragma: no cover
+        except (InterruptedError, BlockingIOError):
+            self._nothing_read()
             return 0
         except OSError as exc:
             raise ChannelClosed(f"cannot receive: {exc.strerror or exc}") from None
         if n == 0:
             raise ChannelClosed("the peer closed the channel")
+        self._empty_reads = 0
         return n
 
     def _discard(self, deadline: float | None) -> None:

@@ -2,7 +2,7 @@
 
 What the worker may touch after :func:`restrict`:
 
-* read-write (no execute, no device nodes, no sockets) beneath one directory: the sandbox working
+* read-write (no execute, no device nodes, no sockets, no symlinks, no FIFOs) beneath one directory: the sandbox working
   directory when the policy has files and the directory is safe, else a private empty one, or none;
 * read-only beneath what Python needs to import anything, now or lazily later: the interpreter's
   prefixes, every ``sys.path`` directory, this package, the shared-library directories, the loader
@@ -72,8 +72,14 @@ FS_V1 = (1 << 13) - 1
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 READ_ONLY = READ_FILE | READ_DIR
+# No MAKE_SYM: the working directory is the notebook's own, and the Jupyter server (unconfined) saves
+# notebooks and checkpoints there through whatever it finds; a symlink the worker planted (the notebook
+# replaced by a link to ~/.bashrc, .ipynb_checkpoints pointing at IPython's startup directory) would make
+# it write outside. Without MAKE_SYM Landlock also refuses renaming or hard-linking an existing symlink
+# into or within the directory (the right is checked for the file type at the destination). No
+# MAKE_FIFO: a FIFO in the notebook's place would hang the server's next read of it.
 READ_WRITE = (READ_FILE | READ_DIR | WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG
-              | MAKE_FIFO | MAKE_SYM | REFER | TRUNCATE)
+              | REFER | TRUNCATE)
 
 
 class LandlockError(OSError):

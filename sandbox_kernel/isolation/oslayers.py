@@ -120,6 +120,7 @@ class LayerRecord:
         self.degraded_ok = degraded_ok
         self.layers: dict[str, dict] = {}
         self.workdir: dict | None = None  # which directory the worker may write, and why (worker.py)
+        self.tasks: dict | None = None    # the task listener handed to the host (seccomp.supervise_tasks)
 
     def attempt(self, name: str, fn, *args, **kwargs):
         try:
@@ -146,9 +147,11 @@ class LayerRecord:
 
 
 def apply_early(record: LayerRecord, *, workdir: str | None, network: bool, extra_read=(), places=(),
-                landlock_abi: int | None = None) -> None:
+                landlock_abi: int | None = None, tasks_fd: int | None = None) -> None:
     """``workdir``: the one directory the worker may write (None: none); ``places``: protected places
-    from the host (workdir.protected_places), added to the worker's own; ``landlock_abi``: a cap."""
+    from the host (workdir.protected_places), added to the worker's own; ``landlock_abi``: a cap;
+    ``tasks_fd``: the socket on which the host waits for the task listener (seccomp.supervise_tasks),
+    part of the seccomp layer: installed here, before any thread exists."""
     if record.level != "kernel":
         return
     problem = platform_problem()
@@ -162,6 +165,13 @@ def apply_early(record: LayerRecord, *, workdir: str | None, network: bool, extr
     record.attempt("capabilities", drop_capabilities)
     if not ok:
         record.layers["seccomp"] = {"active": False, "error": why}
+    elif tasks_fd is not None:
+        try:
+            record.tasks = seccomp.supervise_tasks(tasks_fd)
+        except Exception as exc:  # noqa: BLE001 - fail closed below, unless degraded mode is allowed
+            record.tasks = {"supervised": False, "error": f"{type(exc).__name__}: {exc}"}
+            if not record.degraded_ok:
+                raise LayerError(f"the seccomp layer could not be applied: the task listener: {exc}") from None
 
 
 def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsize_mb=None,
@@ -190,6 +200,8 @@ def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsi
         ll = record.layers.get("landlock", {})
         record.attempt("seccomp", seccomp.apply, network=network,
                        landlock_abi=ll.get("abi", 0) if ll.get("active") else 0, max_syscall=max_syscall)
+        if record.tasks is not None and record.layers.get("seccomp", {}).get("active"):
+            record.layers["seccomp"]["tasks"] = record.tasks
 
 
 def _raise(message):

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import atexit
 import collections
+import errno
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -74,6 +77,20 @@ STDERR_READS = 20_000
 IDLE_CPU_SECONDS = 2.0
 IDLE_SETTLE = 1.0
 IDLE_CHECK = 1.0
+# Tasks (threads) a `kernel` worker may hold at once: BLAS and OpenMP pools (one thread per CPU each), a
+# few of the engine's and a cell's own. Every new task waits for the host's answer (the task listener,
+# seccomp.supervise_tasks); past this many, clone fails with EAGAIN. Tasks are pids of the host: without
+# a bound a worker could take all of them (pid_max is 32768 on many machines) while idle.
+DEFAULT_MAX_TASKS = max(256, 4 * (os.cpu_count() or 1) + 128)
+# After this many refusals in a worker's life the host stops answering (it closes the listener: every
+# later clone fails with ENOSYS at no cost to the kernel), so a worker that retries for ever cannot keep
+# the kernel's supervising thread busy.
+TASK_REFUSALS = 10_000
+# seccomp user notification (linux/seccomp.h): ioctls on the listener and their structures.
+_NOTIF_RECV, _NOTIF_SEND = 0xC0502100, 0xC0182101
+_NOTIF_SIZE = 80             # struct seccomp_notif: id, pid, flags, seccomp_data
+_NOTIF_RESP = struct.Struct("=QqiI")  # struct seccomp_notif_resp: id, val, error, flags
+_NOTIF_CONTINUE = 1
 # Evidence in a dead worker's last stderr lines that it ran out of memory (C++, Python, libc, BLAS).
 _MEMORY_WORDS = re.compile(r"MemoryError|bad_alloc|out of memory|cannot allocate memory|memory allocation "
                            r"failed|failed to allocate", re.IGNORECASE)
@@ -150,9 +167,17 @@ class WorkerProcess:
     """One worker process and its channel."""
 
     def __init__(self, init: dict, *, workdir: str, python: str | None = None,
-                 max_event_bytes: int = MAX_EVENT_BYTES):
+                 max_event_bytes: int = MAX_EVENT_BYTES, max_tasks: int = DEFAULT_MAX_TASKS):
         self.init = init
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Level kernel: a second socket, on which the worker hands over its task listener at start-up.
+        tasks_parent = tasks_child = None
+        if init.get("level") == "kernel":
+            tasks_parent, tasks_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.max_tasks = int(max_tasks)
+        self.tasks_refused = 0      # new tasks the host refused (the cell is told)
+        self.tasks_supervised = False
+        self.death_claim = False    # its end was explained from its own exit status or words (_death)
         self.scratch = None
         if not init.get("workdir_files", True):
             # Files off, or a directory that holds places the host trusts: a private, empty directory is
@@ -165,16 +190,26 @@ class WorkerProcess:
                     "MPLCONFIGDIR": workdir})
         cmd = [python or sys.executable, "-I", "-m", "sandbox_kernel.isolation.worker",
                "--fd", str(child.fileno()), "--die-with-parent", "--parent", str(os.getpid())]
+        pass_fds = (child.fileno(),)
+        if tasks_child is not None:
+            cmd += ["--tasks-fd", str(tasks_child.fileno())]
+            pass_fds += (tasks_child.fileno(),)
         self.spawned = time.monotonic()
         try:
-            self.proc = _Spawner.popen(cmd, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+            self.proc = _Spawner.popen(cmd, pass_fds=pass_fds, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=workdir,
                                        env=env, start_new_session=True, close_fds=True)
+        except BaseException:
+            if tasks_parent is not None:
+                tasks_parent.close()
+            raise
         finally:
             child.close()
+            if tasks_child is not None:
+                tasks_child.close()
         self.pid = self.proc.pid
         _LIVE.add(self)
-        self.channel = Channel(parent, max_recv=max_event_bytes, max_send=MAX_REQUEST_BYTES)
+        self.channel = Channel(parent, max_recv=max_event_bytes, max_send=MAX_REQUEST_BYTES, host=True)
         self.ready: dict | None = None
         self.fatal: str | None = None
         self.killed_by_host: str | None = None
@@ -186,6 +221,9 @@ class WorkerProcess:
         self.last_policy_sent = None
         self._drainer = threading.Thread(target=self._drain, name=f"sandbox-worker-{self.pid}-stderr", daemon=True)
         self._drainer.start()
+        if tasks_parent is not None:
+            threading.Thread(target=self._supervise_tasks, args=(tasks_parent,),
+                             name=f"sandbox-worker-{self.pid}-tasks", daemon=True).start()
         try:
             self.channel.send(init, timeout=10)
         except ChannelError as exc:
@@ -217,6 +255,86 @@ class WorkerProcess:
                 self.proc.stderr.close()
             except OSError:
                 pass
+
+    def tasks(self) -> int | None:
+        """The worker's tasks (threads) now, from /proc/<pid>/status (readable while non-dumpable)."""
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Threads:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def _supervise_tasks(self, sock: socket.socket) -> None:
+        """Receive the worker's task listener, then answer each of its new tasks: proceed while it holds
+        fewer than max_tasks, else EAGAIN. Never blocks on the worker: every wait is a poll with a
+        timeout, and ends with the worker. (Concurrent clones each see the count before the others
+        complete, so the worker may pass the bound by the number of its threads cloning at that moment:
+        it holds fewer than twice max_tasks, whatever it does.)"""
+        listener = None
+        try:
+            sock.setblocking(False)
+            waiting = select.poll()
+            waiting.register(sock.fileno(), select.POLLIN)
+            while listener is None:
+                if self.proc.poll() is not None:
+                    return
+                if not waiting.poll(500):
+                    continue
+                try:
+                    _, fds, _, _ = socket.recv_fds(sock, 16, 4)
+                except BlockingIOError:
+                    continue
+                if not fds:
+                    return  # the worker closed it without a listener (degraded mode)
+                listener, extra = fds[0], fds[1:]
+                os.set_inheritable(listener, False)  # recvmsg does not set close-on-exec
+                for fd in extra:
+                    os.close(fd)
+                try:
+                    if os.readlink(f"/proc/self/fd/{listener}") != "anon_inode:seccomp notify":
+                        return
+                except OSError:
+                    return
+        except OSError:
+            return
+        finally:
+            sock.close()
+        try:
+            self.tasks_supervised = True
+            events = select.poll()
+            events.register(listener, select.POLLIN)
+            notif = bytearray(_NOTIF_SIZE)
+            while self.tasks_refused < TASK_REFUSALS:
+                ready = events.poll(1000)
+                if not ready:
+                    if self.proc.poll() is not None:
+                        return
+                    continue
+                if ready[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                    return  # no task of the worker is left
+                notif[:] = bytes(_NOTIF_SIZE)
+                try:
+                    fcntl_ioctl(listener, _NOTIF_RECV, notif)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOENT, errno.EINTR):
+                        continue  # the calling task went away meanwhile
+                    return
+                (nid,) = struct.unpack_from("=Q", notif)
+                tasks = self.tasks()
+                if tasks is not None and tasks < self.max_tasks:
+                    answer = _NOTIF_RESP.pack(nid, 0, 0, _NOTIF_CONTINUE)
+                else:
+                    self.tasks_refused += 1
+                    answer = _NOTIF_RESP.pack(nid, 0, -errno.EAGAIN, 0)
+                try:
+                    fcntl_ioctl(listener, _NOTIF_SEND, answer)
+                except OSError:
+                    continue  # the task went away (ENOENT)
+        finally:
+            os.close(listener)  # from now on every new task of the worker fails (ENOSYS)
 
     def last_words(self, settle: float = 0.5) -> list[str]:
         """The last lines the worker wrote to stderr; once it has exited, after the drain read them all."""
@@ -309,9 +427,17 @@ class WorkerProcess:
             return None
 
     def rss_mb(self) -> float | None:
+        """Memory the worker holds as the host can see it: resident pages (shared ones included) and
+        swapped-out ones (/proc/<pid>/status VmRSS + VmSwap). Memory no process owns is not counted:
+        memfd pages written and never mapped (memfd_create is refused at level kernel), pipe and socket
+        buffers, files in a tmpfs working directory."""
         try:
-            with open(f"/proc/{self.pid}/statm", "rb") as fh:
-                return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+            kb = 0
+            with open(f"/proc/{self.pid}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith((b"VmRSS:", b"VmSwap:")):
+                        kb += int(line.split()[1])
+            return kb / 1024
         except (OSError, ValueError, IndexError):
             return None
 
@@ -327,7 +453,8 @@ class WorkerBackend:
                  max_display_bytes: int = DEFAULT_DISPLAY_BYTES,
                  engine: str | None = None, extra_sys_path=(), landlock_abi: int | None = None,
                  workdir_files: bool | None = None, protect=(), cpu_hours: float | None = None,
-                 idle_cpu: float | None = IDLE_CPU_SECONDS, max_syscall: int | None = None, start: bool = True):
+                 idle_cpu: float | None = IDLE_CPU_SECONDS, max_syscall: int | None = None,
+                 max_tasks: int | None = None, start: bool = True):
         if level not in ("process", "kernel"):
             raise ValueError(f"WorkerBackend runs levels 'process' and 'kernel', not {level!r}")
         # Options may arrive as strings (traitlets Dict on a command line).
@@ -365,6 +492,7 @@ class WorkerBackend:
                          "extra_sys_path": [str(p) for p in extra_sys_path], "landlock_abi": landlock_abi,
                          "cpu_hours": cpu_hours, "max_syscall": max_syscall}
         self.idle_cpu = idle_cpu
+        self.max_tasks = int(max_tasks) if max_tasks not in (None, "") else DEFAULT_MAX_TASKS
         self.idle_checks = 0  # times the idle worker's CPU was measured
         # Places no worker may be given rights on (workdir.py), as this process's environment names
         # them, and whether the working directory reaches one. The worker checks again on its own.
@@ -418,7 +546,7 @@ class WorkerBackend:
 
     def _spawn(self) -> WorkerProcess:
         return WorkerProcess(self._init_message(), workdir=self.workdir, python=self.python,
-                             max_event_bytes=self.max_event_bytes)
+                             max_event_bytes=self.max_event_bytes, max_tasks=self.max_tasks)
 
     def _ensure_worker(self) -> WorkerProcess | None:
         """A ready worker, or None with self.startup_error saying why (fail closed). A ready worker that
@@ -480,7 +608,9 @@ class WorkerBackend:
         self.last_loss = {"reason": reason, "message": message, "pid": w.pid, "time": time.time(), "when": when}
         # For the operator's log only (it names host paths): not part of status().
         self.last_loss_stderr = [line[:300] for line in list(w.stderr_tail)[-20:]]
-        record = {"lost": True, "reason": reason, "state_lost": True, "message": message, "when": when}
+        record = {"lost": True, "reason": reason, "state_lost": True, "message": message, "when": when,
+                  "worker_claim": bool(w.death_claim)}
+        self.last_loss["worker_claim"] = record["worker_claim"]
         if not cell:
             self._losses.append(record)
         return record
@@ -660,7 +790,11 @@ class WorkerBackend:
         Every decoded frame must carry the cell's request id; output past the cell's caps is discarded
         unread (``relayed.skip``), and a worker that keeps sending far past them is stopped."""
         start_bytes = w.channel.received
+        refused_before = w.tasks_refused
         peak_rss = 0.0
+        cpu_start = w.cpu_seconds() or 0.0
+        cell_cpu = 0.0
+        budget_cpu = (limits.timeout + 5) * max(1, os.cpu_count() or 1) if limits.timeout else None  # as worker.py
         emit_error = None
 
         def deliver(event):
@@ -694,6 +828,9 @@ class WorkerBackend:
                 rss = w.rss_mb()
                 if rss:
                     peak_rss = max(peak_rss, rss)
+                cpu = w.cpu_seconds()
+                if cpu is not None:
+                    cell_cpu = max(cell_cpu, cpu - cpu_start)
                 if self._cancel_at is not None:
                     w.signal(signal.SIGINT)  # again: the first may have landed before the cell started
                 continue
@@ -704,7 +841,7 @@ class WorkerBackend:
                 w.wait_exit(1.0)
                 if w.alive():
                     w.kill("closed its channel")
-                raise WorkerLost(*self._death(w, peak_rss)) from None
+                raise WorkerLost(*self._death(w, peak_rss, cell_cpu=cell_cpu, budget_cpu=budget_cpu)) from None
             except FrameTooCostly as exc:
                 if not relayed.drop_costly():  # only the cell's own output may be dropped and the cell go on
                     w.kill("protocol")
@@ -733,14 +870,39 @@ class WorkerBackend:
                 done, note = relayed.finish(event)
                 if note is not None:
                     deliver(note)
+                refused = w.tasks_refused - refused_before
+                if refused:  # the host's own count: a fact, not the worker's claim
+                    deliver({"type": "stream", "name": "stderr",
+                             "text": f"[sandbox] {refused} new threads of this cell were refused: a sandbox "
+                                     f"worker may hold at most {w.max_tasks} threads at once\n"})
                 return done, emit_error
             if relayed.keep(event, w.channel.last_length):
                 deliver(event)
 
-    def _death(self, w: WorkerProcess, peak_rss: float, *, idle: bool = False) -> tuple[str, str]:
-        """(reason, sentence) for a worker that ended by itself. Every way a memory death shows up says
-        "out of memory": the OOM killer's SIGKILL, the exit status of the worker's own MemoryError,
-        Python's status 1 after an uncaught MemoryError, C code's abort() after a failed allocation."""
+    def _death(self, w: WorkerProcess, peak_rss: float, *, idle: bool = False, cell_cpu: float = 0.0,
+               budget_cpu: float | None = None) -> tuple[str, str]:
+        """(reason, sentence) for a worker that ended by itself, and ``w.death_claim``: whether the
+        sentence rests on the worker's own word. A memory or CPU limit is the host's finding only when
+        it saw the worker use that much (``peak_rss``, ``cell_cpu`` of ``budget_cpu``: its own samples);
+        an exit status, a signal the worker may send itself (SIGXCPU, SIGKILL) or a last stderr line are
+        the worker's to choose, so such a death is told as the worker's account."""
+        reason, message = self._death_reason(w, peak_rss, idle=idle)
+        memory = self.policy.limits.memory_mb
+        if reason == "memory":
+            w.death_claim = not (memory and peak_rss >= 0.9 * memory)
+        elif reason == "cpu":
+            w.death_claim = not (budget_cpu and cell_cpu >= 0.9 * budget_cpu)
+        else:
+            w.death_claim = False  # a crash, an exit: nothing is concluded from it
+        if w.death_claim:
+            message += (" (by the worker's own account, from how it ended; the kernel did not see it use "
+                        "that much)")
+        return reason, message
+
+    def _death_reason(self, w: WorkerProcess, peak_rss: float, *, idle: bool = False) -> tuple[str, str]:
+        """Every way a memory death shows up says "out of memory": the OOM killer's SIGKILL, the exit
+        status of the worker's own MemoryError, Python's status 1 after an uncaught MemoryError, C code's
+        abort() after a failed allocation."""
         how = w.describe_exit() or "stopped"
         rc = w.proc.returncode
         memory = self.policy.limits.memory_mb
@@ -1028,6 +1190,12 @@ def _watch_idle(backend_ref, stop: threading.Event) -> None:
         del backend
 
 
+def fcntl_ioctl(fd: int, request: int, arg):
+    import fcntl
+
+    return fcntl.ioctl(fd, request, arg)
+
+
 def _flag(value) -> bool:
     if isinstance(value, str):
         if value.strip().lower() in ("1", "true", "yes", "on"):
@@ -1060,7 +1228,7 @@ class _Relayed:
     with; a frame over SMALL_FRAME bytes without that prefix is a protocol violation. So no frame the
     host decodes is larger than the caps allow, whatever MAX_EVENT_BYTES is."""
 
-    __slots__ = ("rid", "text_cap", "display_cap", "text_budget", "display_budget", "done_limit", "_prefixes",
+    __slots__ = ("rid", "text_cap", "display_cap", "text_budget", "display_budget", "done_limit", "_prefixes", "errors",
                  "saturated", "frames", "kind", "length", "text_seen", "display_seen", "dropped_frames",
                  "dropped_bytes", "stdout", "stdout_kept", "stdout_cut", "charts", "chart_bytes")
 
@@ -1078,6 +1246,7 @@ class _Relayed:
         self.kind: str | None = None   # kind and size of the frame being read, from its prefix
         self.length = 0
         self.text_seen = self.display_seen = 0
+        self.errors = 0            # error events relayed: a cell ends with one
         self.dropped_frames = self.dropped_bytes = 0
         self.stdout: list[str] = []
         self.stdout_kept = 0
@@ -1111,8 +1280,12 @@ class _Relayed:
         """Could the kernel still publish some of a frame of this kind and size?"""
         if kind == "stream":
             return self.text_seen < self.text_budget and length <= MAX_BYTES_PER_CHAR * self.text_budget + 1024
-        if kind == "error":  # the kernel shows 4 kB of its message and 64 kB of traceback; done has it too
-            return length <= self.done_limit
+        if kind == "error":
+            # The cell's error: the kernel shows 4 kB of its message and 64 kB of traceback, and done
+            # has it too. A cell ends with one error; the kernel publishes each error event as a message
+            # of its own, outside the text and display caps, so any further one is past what the cell
+            # may publish: discarded unread, like output past the caps (and counted in the note).
+            return not self.errors and length <= self.done_limit
         if kind == "denial":
             return length <= DENIAL_FRAME_BYTES
         return self.display_seen < self.display_budget and length <= self.display_budget + 1024
@@ -1150,6 +1323,8 @@ class _Relayed:
                 if len(text) > room:
                     self.stdout_cut = True
             self.saturated |= self.text_seen >= self.text_budget
+        elif kind == "error":
+            self.errors += 1
         elif kind in ("display", "result"):
             self.display_seen += length
             chart = event["data"].get(PLOTLY_MIME)

@@ -82,7 +82,7 @@ UNIFIED_NUMBERS = {
     "mount_setattr": 442, "quotactl_fd": 443,                              # denied
     "landlock_create_ruleset": 444, "landlock_add_rule": 445,              # allowed (can only
     "landlock_restrict_self": 446,                                         # restrict further)
-    "memfd_secret": 447,                                                   # allowed
+    "memfd_secret": 447,                                                   # denied
     "process_mrelease": 448,                                               # denied
     "futex_waitv": 449, "set_mempolicy_home_node": 450, "cachestat": 451,  # allowed
     "fchmodat2": 452,                                                      # denied
@@ -120,11 +120,23 @@ DENIED = (
     "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "fchown32",
     "chown32", "lchown32", "utime", "utimes", "futimesat", "utimensat", "utimensat_time64", "setxattr",
     "lsetxattr", "fsetxattr", "setxattrat", "removexattr", "lremovexattr", "fremovexattr", "removexattrat",
+    # symlinks: the working directory is the notebook's, and the Jupyter server (unconfined) follows a
+    # link planted there when it saves the notebook or a checkpoint (writes outside); Landlock's
+    # MAKE_SYM is not granted either, this holds without Landlock too
+    "symlink", "symlinkat",
     # watching directories Landlock forbids reveals the names of files created there
     "file_setattr",  # inode flags (chattr) by path, the system call FS_IOC_SETFLAGS stands for
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
     # kernel attack surface with no use in a notebook
     "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    # the machine's asynchronous-I/O budget (/proc/sys/fs/aio-max-nr, one counter for every process of
+    # the host): a worker that reserved it would make every other process's io_setup fail
+    "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+    # memory the address-space limit does not count: a memfd's pages written with write() (never
+    # mapped) are in no RSS and outside RLIMIT_AS; secret memory is taken out of the kernel's own map
+    "memfd_create", "memfd_secret",
+    # the host's task count, loads and uptime (sysinfo().procs watches other processes start and end)
+    "sysinfo",
     "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "uselib", "vhangup",
     "nfsservctl", "quotactl", "quotactl_fd",
     # System V IPC and POSIX message queues: channels to other processes that Landlock does not cover
@@ -158,10 +170,28 @@ IOCTL_DENIED = {"FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902, "TIOCSPGRP": 0x5410, "
 # (chattr), fs-verity (makes a file read-only for ever), encryption policies, XFS/btrfs subvolumes,
 # clones, versions. Landlock checks ioctls on devices only (ABI 5), never on files and directories.
 IOCTL_TYPES_DENIED = {"f": 0x66, "X": 0x58, "btrfs": 0x94, "v": 0x76}
+# mknod file types other than a regular file: FIFOs (a FIFO in the notebook's place hangs the Jupyter
+# server's next read of it), devices and sockets (Landlock's MAKE_* rights are not granted either).
+MKNOD_TYPES_DENIED = {"S_IFIFO": 0o010000, "S_IFCHR": 0o020000, "S_IFBLK": 0o060000, "S_IFSOCK": 0o140000}
+S_IFMT = 0o170000
+# ioctl request type of socket and network-device ioctls (SIOCGIFCONF, SIOCGIFNAME, SIOCGIFHWADDR,
+# SIOCETHTOOL ...): any socket, an AF_UNIX socketpair included, answers them for the network namespace
+# (interfaces, addresses, MAC addresses). Refused without a network policy.
+IOCTL_SOCKET_TYPE = 0x89
+# System calls whose first argument is a clock id. A negative id with bit 2 clear names a process's CPU
+# clock by pid ((~pid) << 3 | type): the kernel lets anyone read any process's (its CPU time, whether it
+# exists) and set a timer on it. All are refused: a filter rule cannot compare one argument twice, so
+# this process's own by pid goes too (glibc's clock_getcpuclockid); CLOCK_PROCESS_CPUTIME_ID (what
+# time.process_time reads) and thread clocks (bit 2 set; the kernel allows them for this thread group
+# only) stay.
+CPUCLOCK_PERTHREAD = 4
+CLOCK_CALLS = ("clock_gettime", "clock_getres", "clock_nanosleep", "timer_create", "clock_gettime64",
+               "clock_getres_time64", "clock_nanosleep_time64")
 # Must be present in the filter on an architecture that has them, or the layer is not applied.
 ESSENTIAL = ("execve", "execveat", "fork", "vfork", "ptrace", "clone", "clone3", "socket", "kill", "fcntl",
              "ioctl", "setpriority", "sched_setaffinity", "pidfd_open", "inotify_add_watch", "chmod",
-             "fchmod", "openat", "open", "prctl", "setxattrat", "file_setattr")
+             "fchmod", "openat", "open", "prctl", "setxattrat", "file_setattr", "symlinkat", "mknodat", "memfd_create",
+             "io_setup", "sysinfo")
 
 
 def available() -> tuple[bool, str]:
@@ -220,6 +250,10 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     # The parent-death signal (SIGKILL when the kernel dies) was set before any cell ran; changing it
     # would let the worker outlive its kernel.
     rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SET_PDEATHSIG))
+    # A second listener would take the host's place in deciding the worker's new tasks (the kernel
+    # allows one per filter chain already; this holds if that ever changes).
+    rule(eperm, "seccomp", sc.Arg(1, sc.MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                                  SECCOMP_FILTER_FLAG_NEW_LISTENER))
 
     # Other processes: signals, signal owners, scheduling, priorities, limits.
     me = os.getpid()
@@ -241,6 +275,12 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     for name in ("ioprio_set", "ioprio_get"):
         rule(eperm, name, sc.Arg(0, sc.NE, IOPRIO_WHO_PROCESS))
         rule(eperm, name, sc.Arg(1, sc.NE, 0))
+
+    for name in CLOCK_CALLS:
+        rule(eperm, name, sc.Arg(0, sc.MASKED_EQ, 0x80000000 | CPUCLOCK_PERTHREAD, 0x80000000))
+    for kind in MKNOD_TYPES_DENIED.values():
+        rule(eperm, "mknod", sc.Arg(1, sc.MASKED_EQ, S_IFMT, kind))
+        rule(eperm, "mknodat", sc.Arg(2, sc.MASKED_EQ, S_IFMT, kind))
 
     # Files. An open that asks for neither read nor write (O_ACCMODE == 3) passes Landlock's open check
     # with no right at all, anywhere; nothing legitimate uses it.
@@ -277,6 +317,11 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
         # the calls that carry it go. The channel uses send/recv (sendto/recvfrom).
         rule(eperm, "sendmsg")
         rule(eperm, "sendmmsg")
+        # The only sockets are socketpairs (connected AF_UNIX): bind() would only give one a name, in
+        # the abstract namespace the worker shares with the host (squatting X11's, D-Bus's, any
+        # program's name: their bind fails with EADDRINUSE); named ones Landlock refuses (MAKE_SOCK).
+        rule(eperm, "bind")
+        rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFF00, IOCTL_SOCKET_TYPE << 8))
     # socketpair: AF_UNIX streams only (asyncio's self-pipe). A datagram pair can sendto() any named or
     # abstract Unix socket on the host, which Landlock does not check before ABI 6 (named: never).
     rule(eperm, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
@@ -322,6 +367,8 @@ def number(sc, native, name: str) -> int | None:
 _LD_ABS_W, _JEQ_K, _JGT_K, _RET_K = 0x20, 0x15, 0x25, 0x06
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+SECCOMP_RET_USER_NOTIF = 0x7FC00000
 PR_SET_NO_NEW_PRIVS = 38
 
 
@@ -357,6 +404,58 @@ def load_program(program: bytes, *, flags: int = 0) -> None:
     nr = sc.resolve_syscall(sc.Arch.NATIVE, "seccomp")
     r = libc.syscall(ctypes.c_long(nr), ctypes.c_long(SECCOMP_SET_MODE_FILTER), ctypes.c_long(flags),
                      ctypes.byref(prog))
-    if r != 0:
+    if r < 0 or (r > 0 and not flags & SECCOMP_FILTER_FLAG_NEW_LISTENER):
         e = ctypes.get_errno() if r < 0 else errno.EBUSY  # TSYNC: r is a thread that could not sync
-        raise OSError(e, f"seccomp: the filter of calls above the reviewed number: {os.strerror(e)}")
+        raise OSError(e, f"seccomp: loading one of the worker's own filters: {os.strerror(e)}")
+    return int(r)  # NEW_LISTENER: the listener's descriptor
+
+
+# -- the task count: every new task is the host's decision ----------------------------------------------
+# A thread is a task: it takes a pid of the host and kernel memory, whatever its stack (a raw clone can
+# share one), so neither RLIMIT_AS nor anything else in the worker bounds their number, and RLIMIT_NPROC
+# counts every process of the user (and is ignored for root). So the worker hands the host a seccomp
+# listener before it starts any thread: every clone waits for the kernel process, which counts the
+# worker's tasks (/proc/<pid>/status) and lets it proceed or fails it with EAGAIN (process.py). A task
+# may hold only one listener in its filter chain, so no cell can install its own in front of the host's;
+# the main filter refuses a new listener anyway. Calls the main filter refuses (clone3, a process) never
+# reach the host: a refusal (ERRNO) takes precedence over USER_NOTIF.
+TASK_CALLS = ("clone", "clone3", "fork", "vfork")
+
+
+def tasks_program(arch: int, numbers) -> bytes:
+    """Calls in ``numbers`` of the native architecture go to the listener; everything else is allowed
+    (left to the other filters)."""
+    n = len(numbers)
+    insns = [(_LD_ABS_W, 0, 0, 4), (_JEQ_K, 0, n + 1, arch), (_LD_ABS_W, 0, 0, 0)]
+    for i, nr in enumerate(numbers):
+        insns.append((_JEQ_K, n - i, 0, nr))
+    insns += [(_RET_K, 0, 0, SECCOMP_RET_ALLOW), (_RET_K, 0, 0, SECCOMP_RET_USER_NOTIF)]
+    return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+
+
+def supervise_tasks(sock_fd: int) -> dict:
+    """Install the task filter on this (still single-threaded) process and hand its listener to the host
+    through the inherited socket ``sock_fd``; no copy stays here. Raises when the kernel cannot."""
+    import pyseccomp as sc
+
+    token = sc.system_arch()
+    native = sc.Arch.NATIVE
+    numbers = [nr for nr in (number(sc, native, n) for n in TASK_CALLS) if nr is not None]
+    sock = socket.socket(fileno=sock_fd)
+    try:
+        # The host lets a clone proceed with SECCOMP_USER_NOTIF_FLAG_CONTINUE (Linux 5.5); on an older
+        # kernel every thread would wait for an answer that cannot be given.
+        import re
+
+        match = re.match(r"(\d+)\.(\d+)", os.uname().release)
+        if match is None or (int(match[1]), int(match[2])) < (5, 5):
+            raise OSError(errno.ENOSYS, f"Linux {os.uname().release} cannot let a supervised clone proceed "
+                                        "(SECCOMP_USER_NOTIF_FLAG_CONTINUE needs 5.5)")
+        listener = load_program(tasks_program(token, numbers), flags=SECCOMP_FILTER_FLAG_NEW_LISTENER)
+        try:
+            socket.send_fds(sock, [b"T"], [listener])
+        finally:
+            os.close(listener)
+    finally:
+        sock.close()
+    return {"supervised": True, "calls": [n for n in TASK_CALLS if number(sc, native, n) is not None]}

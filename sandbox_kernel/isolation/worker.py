@@ -82,6 +82,7 @@ class Worker:
         self._rid = 0  # the id of the request being served, echoed in everything sent for it
         self._done_budget = _EVENT_BUDGET  # the host's limit for this cell's done (its request says)
         self.protected: dict = {}  # oslayers.protect_process()'s answer, reported in ready
+        self.tasks_fd: int | None = None  # where the host waits for the task listener (level kernel)
 
     # -- sending -------------------------------------------------------------------------------
 
@@ -153,7 +154,13 @@ class Worker:
         t0 = time.perf_counter()
         oslayers.apply_early(record, workdir=workdir["writable"], network=policy.network,
                              extra_read=tuple(init.get("extra_read", ())) + tuple(init.get("extra_sys_path", ())),
-                             places=places, landlock_abi=init.get("landlock_abi"))
+                             places=places, landlock_abi=init.get("landlock_abi"), tasks_fd=self.tasks_fd)
+        if record.tasks is None and self.tasks_fd is not None:
+            try:
+                os.close(self.tasks_fd)  # not handed over: the host's wait for it ends (EOF)
+            except OSError:
+                pass
+        self.tasks_fd = None
         # plotly.io loads nbformat (and through it jsonschema's format checkers, which compile dozens of
         # grammars: 1-7 s) only for its own notebook renderer, which a worker never uses: fig.show() and
         # pio.show() are the sandbox's display. Without this the first cell waits for those seconds.
@@ -462,6 +469,7 @@ def main(argv=None) -> int:
     parser.add_argument("--fd", type=int, required=True, help="inherited socketpair end")
     parser.add_argument("--die-with-parent", action="store_true", help="use PR_SET_PDEATHSIG")
     parser.add_argument("--parent", type=int, default=None, help="the host's pid")
+    parser.add_argument("--tasks-fd", type=int, default=None, help="socket for the task listener (kernel)")
     args = parser.parse_args(argv)
     from .oslayers import protect_process
 
@@ -477,6 +485,7 @@ def main(argv=None) -> int:
     channel = Channel(sock, max_recv=MAX_REQUEST_BYTES, max_send=MAX_EVENT_BYTES)
     worker = Worker(channel)
     worker.protected = protected
+    worker.tasks_fd = args.tasks_fd
     try:
         init = channel.recv()
         if init.get("op") != "init":
