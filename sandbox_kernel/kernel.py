@@ -93,7 +93,10 @@ class SandboxKernel(IPythonKernel):
     mime_allowlist = List(Unicode(), default_value=list(DEFAULT_MIME_ALLOWLIST),
                           help="MIME types sandboxed output may carry.").tag(config=True)
     extra_mime_types = List(Unicode(), default_value=[],
-                            help="MIME types added to the allowlist; they pass unsanitised.").tag(config=True)
+                            help="MIME types added to the allowlist: JSON data types (application/...+json) "
+                                 "only, published re-serialised with every string cleaned; types whose known "
+                                 "renderers fetch or run code (vega, vega-lite, GeoJSON, vdom, widgets, "
+                                 "bokeh/holoviews) are ignored with a warning.").tag(config=True)
     audit_log = Unicode("", help="File that receives one JSON line per audited event (append): cells and their "
                                  "effective policy, denials, limits, magics, worker losses and restarts "
                                  "(docs/operators.md lists the fields).").tag(config=True)
@@ -145,7 +148,8 @@ class SandboxKernel(IPythonKernel):
             self.max_display_bytes)
         if self.output_filter.ignored:
             self.log.warning("MIME types ignored (the kernel can only publish types it rebuilds, or JSON "
-                             "data 'application/...+json'): %s", ", ".join(self.output_filter.ignored))
+                             "data 'application/...+json' whose known renderers neither fetch nor run "
+                             "code): %s", ", ".join(self.output_filter.ignored))
         if self.session is not None:
             # Every message leaves as valid UTF-8 JSON, whatever strings a cell or a worker produced.
             self.session.pack = pack_message
@@ -462,12 +466,8 @@ class SandboxKernel(IPythonKernel):
                                   recovery_ms=worker.get("recovery_ms"), restarts=restarts,
                                   isolation=self.current_isolation)
                 if worker.get("reason") in ("timeout", "memory", "cpu", "flood"):
-                    # The kernel's finding only when the backend saw the limit itself (its kill, its own
-                    # measure); an exit status or signal the worker chose is the worker's account.
-                    claim = worker.get("worker_claim") is not False
                     self._audit_event("limit", kind="limit", target=worker.get("reason"),
-                                      message=worker.get("message"), by="worker" if claim else "kernel",
-                                      worker_claim=claim)
+                                      message=worker.get("message"), by="kernel", worker_claim=False)
             elif worker.get("reason") == "unavailable":
                 self._audit_event("worker_unavailable", isolation=self.current_isolation,
                                   message=getattr(self._backend, "startup_error", None))
@@ -1146,7 +1146,7 @@ def _limits_fields(limits) -> dict:
 
 
 _WORKER_KEYS = {"lost": bool, "reason": str, "state_lost": bool, "message": str, "when": str,
-                "recovery_ms": (int, float), "worker_claim": bool}
+                "recovery_ms": (int, float)}
 
 
 def _worker_fields(worker) -> dict | None:

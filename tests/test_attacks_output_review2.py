@@ -5,7 +5,9 @@ its working tree had uncommitted changes elsewhere, none in outputfilter.py, plo
 streams.py or client/).
 
 All eight findings are closed (see "Closed" below); each former strict xfail is now a plain test with
-the same attack and the same assertions. Each finding is a test that performs the attack through the real kernel (default `kernel` isolation
+the same attack and the same assertions.
+
+Each finding is a test that performs the attack through the real kernel (default `kernel` isolation
 level, `data-science` policy, the same helpers as tests/test_attacks_output_review.py) or through the
 output filter's API, and asserts the promise; it was a strict xfail, so it failed the day it was fixed.
 Browser claims were checked with /tmp/outreview2/browser_review2.py: the machinery of
@@ -86,6 +88,25 @@ Log of attempt classes (one line each):
     updatemenu buttondefaults (restyle-checked args read by relayout/animate: no shared path fetches),
     map layer sourcetype/type from layerdefaults or named template items (finished like layers),
     marker.symbol from template data (map-symbol leaf) ............................ held (code read + API).
+
+Closed (each at the place every variant passes):
+
+- O2-1, O2-2: plotlyfigure's walk notes every map subplot id a map subplot leaf names anywhere (traces,
+  template trace defaults, frames, animate/restyle arguments) and the default subplot of every map trace
+  type it meets; validate_figure gives each the blank style in the figure's layout, and every map subplot
+  object that leaves (layout, frame layout, relayout/update/animate argument: `{"map": {}}` on a click)
+  carries it (_finish_map_subplot). Subplot ids are kept only in the form plotly.js accepts (`map1` would
+  be drawn as `map`). The browser test (tests/browser/attacks.py) draws both in JupyterLab.
+- O2-3: outputfilter._cut_to_bytes never ends a start inside an escape sequence, and CellOutput.stream
+  keeps the head closed once it is cut.
+- O2-4: CellOutput._note_filtered shows the MIME key and the reason as one line of clean text.
+- O2-5: sanitize_html shows the denial mark, controls and bidi overrides in its output as text does.
+- O2-6: allowed_extra_type refuses JSON types whose known renderers fetch or run code (vega, vega-lite,
+  GeoJSON, vdom, widgets, bokeh/holoviews).
+- O2-7: keys inside free data (meta, customdata objects, GeoJSON properties) are cleaned as text.
+- O2-8: a menu attribute path must match the path grammar (at most 16 parts); its runs of indices are
+  collapsed before it is resolved (work bounded by its length), each part is charged to the figure's
+  budget, and the schema's path cache holds schema paths only, at most 4,096.
 """
 from __future__ import annotations
 
@@ -509,3 +530,128 @@ def test_a_frame_trace_without_a_type_cannot_move_a_map_trace_to_a_new_subplot()
 
 def test_the_kernel_is_alive_after_the_review(kernel):
     assert kernel.run("1 + 1")["status"] == "ok"
+
+
+# -- variants found while closing the findings (API level) -------------------------------------------
+
+
+def _map_objects(value, path=""):
+    """(path, object) for every map subplot object (`map`, `map2`, `mapbox` ...) anywhere in `value`."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if re.fullmatch(r"(?:map|mapbox)\d*", key) and isinstance(item, dict) and "/template" not in path:
+                yield f"{path}/{key}", item
+            yield from _map_objects(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _map_objects(item, f"{path}/{i}")
+
+
+def test_a_subplot_id_plotly_js_reads_as_the_default_leaves_the_default_styled():
+    """plotly.js draws a trace whose `subplot` is 'map1' or 'map02' on 'map' (an id it does not accept is
+    replaced by the default): the id is dropped and 'map' is styled."""
+    from sandbox_kernel.plotlyfigure import validate_figure
+
+    for sub in ("map1", "map02", "map0"):
+        figure = validate_figure({"data": [{"type": "scattermap", "subplot": sub, "lat": [1], "lon": [2]}]})
+        assert "subplot" not in figure["data"][0] and blank_style(figure["layout"].get("map")), (sub, figure["layout"])
+
+
+def test_map_subplots_named_by_frames_or_template_defaults_get_the_blank_style():
+    from sandbox_kernel.plotlyfigure import validate_figure
+
+    figure = validate_figure({
+        "data": [{"type": "scatter", "x": [1], "y": [1]}],
+        "frames": [{"data": [{"type": "scattermap", "subplot": "map3", "lat": [1], "lon": [2]}]}],
+        "layout": {"template": {"data": {"densitymap": [{"subplot": "map4"}, {"subplot": "map5"}]}}}})
+    assert all(blank_style(figure["layout"].get(sub)) for sub in ("map", "map3", "map4", "map5")), figure["layout"]
+
+
+def test_every_map_subplot_object_a_button_or_frame_sets_carries_the_blank_style():
+    """relayout {"map": {}} replaces the subplot: plotly.js would then load its default style (a click)."""
+    from sandbox_kernel.plotlyfigure import validate_figure
+
+    figure = validate_figure({
+        "data": [{"type": "scattermap", "lat": [1], "lon": [2]}],
+        "layout": {"map": {"zoom": 2}, "updatemenus": [{"buttons": [
+            {"method": "relayout", "label": "a", "args": [{"map": {}, "map2": {"zoom": 3}}]},
+            {"method": "relayout", "label": "b", "args": ["map", {}]},
+            {"method": "update", "label": "c", "args": [{}, {"map": {"center": {"lat": 1}}}]},
+            {"method": "animate", "label": "d", "args": [[{"layout": {"map": {}}, "data": []}]]}]}]},
+        "frames": [{"name": "f", "layout": {"map": {"zoom": 4}}}]})
+    objects = list(_map_objects(figure))
+    assert len(objects) == 6, objects   # layout, a (2), c, d, the frame
+    assert [path for path, sub in objects if not blank_style(sub)] == []
+    attribute, value = figure["layout"]["updatemenus"][0]["buttons"][1]["args"]   # b: (attribute, value)
+    assert attribute == "map" and blank_style(value)
+
+
+def test_a_figure_naming_too_many_map_subplots_is_rejected():
+    from sandbox_kernel.plotlyfigure import MAX_MAP_SUBPLOTS, FigureRejected, validate_figure
+
+    traces = [{"type": "scattermap", "subplot": f"map{i}", "lat": [1], "lon": [2]}
+              for i in range(2, MAX_MAP_SUBPLOTS + 3)]
+    with pytest.raises(FigureRejected):
+        validate_figure({"data": traces})
+
+
+def test_menu_argument_keys_are_attribute_paths():
+    """A restyle/relayout key leaves the kernel as a key: only attribute paths pass (`type.<OSC 52>` once
+    passed as 'type')."""
+    from sandbox_kernel.plotlyfigure import validate_figure
+
+    menus = [{"buttons": [
+        {"method": "restyle", "label": "a", "args": [{"type." + CONTROLS: "bar", "marker.color" + CONTROLS: "red",
+                                                      "type": "bar", "marker.color": "red"}]},
+        {"method": "relayout", "label": "b", "args": [{"title.text" + CONTROLS: "t", "title.text": "t"}]},
+        {"method": "update", "label": "c", "args": [{"name[0]" + CONTROLS: "n"}, {CONTROLS: 1}]}]}]
+    figure = validate_figure({"data": [{"type": "scatter", "x": [1], "y": [1]}], "layout": {"updatemenus": menus}})
+    buttons = figure["layout"]["updatemenus"][0]["buttons"]
+    assert buttons[0]["args"] == [{"type": "bar", "marker.color": "red"}]
+    assert buttons[1]["args"] == [{"title.text": "t"}]
+    assert buttons[2]["args"] == [{}, {}]
+
+
+def test_a_long_index_run_costs_what_a_short_one_does():
+    """The schema work of a menu path does not grow with its indices (counted, not timed)."""
+    from sandbox_kernel import plotlyfigure
+
+    calls = [0]
+    field = plotlyfigure.Obj.field
+
+    def counting(self, key):
+        calls[0] += 1
+        return field(self, key)
+
+    def cost(depth: int) -> int:
+        calls[0] = 0
+        plotlyfigure.Obj.field = counting
+        try:
+            plotlyfigure.validate_figure(_indexed_paths_figure(depth, depth + 1, "customdata"))
+        finally:
+            plotlyfigure.Obj.field = field
+        return calls[0]
+
+    cost(2)   # the collapsed path is resolved and cached once
+    assert cost(5_000) == cost(2)
+
+
+def test_html_attributes_cannot_carry_the_denial_mark_either():
+    from sandbox_kernel.outputfilter import render_markdown, sanitize_html
+
+    out = sanitize_html('<img alt="&#x26d4; x" title="\u26d4" src="data:image/png;base64,AA"><b>&#9940;</b>')
+    assert DENIAL_MARK not in out and "U+26D4" in out
+    assert DENIAL_MARK not in render_markdown("&#x26d4; &#9940; [\u26d4](#a)")
+
+
+def test_a_cut_stream_head_never_ends_inside_a_colour_sequence():
+    """The budget arithmetic of O2-3 at API level: for every cut point around an SGR, what is published
+    (heads, then the held tail after the marker) holds no raw ESC but complete colour sequences."""
+    from sandbox_kernel.outputfilter import CellOutput
+
+    for shift in range(12):
+        cell = CellOutput(["text/plain"], 1000, 1000)   # head 750 bytes, tail 250
+        text = "a" * (742 + shift) + "\x1b[31m" + "b" * 400 + "2J" + "c" * 240
+        published = cell.stream("stdout", text) + cell.finish()
+        joined = "".join(t for name, t in published if name == "stdout")
+        assert RAW_ESCAPE.search(joined) is None, (shift, [t[-8:] for _, t in published])

@@ -109,6 +109,10 @@ def _image_item(source: str) -> dict:
     return {"source": source, "xref": "paper", "yref": "paper", "x": 0, "y": 1, "sizex": 0.5, "sizey": 0.5}
 
 
+_MAP_TRACE = {"type": "scattermap", "lat": [48.85], "lon": [2.35], "mode": "markers+text", "text": ["x"]}
+# Where plotly.js's map styles come from: its default style sheet, OpenStreetMap's tiles, the glyphs.
+_MAP_CDNS = ("basemaps.cartocdn.com", "tile.openstreetmap.org", "fonts.openmaptiles.org")
+
 _HAS_DIALOG_CLASS = ("out => out.querySelector('.jp-Dialog, .jp-Dialog-content') ? "
                      "'an output element carries the class jp-Dialog' : ''")
 
@@ -210,6 +214,32 @@ _PLOTLY = (
     _plotly("plotly_annotation_javascript", "annotation link to javascript: (click)",
             _figure(annotations=[{"text": f"<a href='javascript:{flag('plotly_annotation_javascript')}'>click</a>",
                                   "x": 1, "y": 1, "showarrow": False}]), click="g.annotation a"),
+    # Review O2: map subplots named by another route than the trace's own `subplot` (the CDN requests
+    # carry no attack id, so these are told apart by host only).
+    _plotly("plotly_template_map_subplot", "map subplot named by the template's trace defaults (map2), no "
+            "style anywhere: plotly.js loads its default style (O2-1)",
+            {"data": [_MAP_TRACE], "layout": {"template": {"data": {"scattermap": [{"subplot": "map2"}]}}}},
+            hosts=_MAP_CDNS),
+    _plotly("plotly_template_map_subplot_named", "map subplot named by the template's trace defaults, the "
+            "template's map style 'open-street-map' (O2-1)",
+            {"data": [_MAP_TRACE], "layout": {"template": {"data": {"scattermap": [{"subplot": "map2"}]},
+                                                           "layout": {"map": {"style": "open-street-map"}}}}},
+            hosts=_MAP_CDNS),
+    _plotly("plotly_map1_subplot", "trace subplot 'map1', which plotly.js reads as 'map' (unstyled)",
+            {"data": [{**_MAP_TRACE, "subplot": "map1"}], "layout": {}}, hosts=_MAP_CDNS),
+    _plotly("plotly_animate_inline_map", "animate button whose inline frame turns the trace into a map trace "
+            "on map2 (O2-2, click)",
+            _figure(updatemenus=[{"type": "buttons", "buttons": [
+                {"method": "animate", "label": "Show data",
+                 "args": [[{"data": [{**_MAP_TRACE, "subplot": "map2"}], "traces": [0]}],
+                          {"frame": {"redraw": True, "duration": 0}, "mode": "immediate"}]}]}]),
+            click="g.updatemenu-button", hosts=_MAP_CDNS),
+    _plotly("plotly_relayout_map_reset", "relayout button replacing the map subplot by {} (its style "
+            "becomes plotly.js's default, click)",
+            {"data": [{**_MAP_TRACE, "mode": "markers"}],
+             "layout": {"map": {"style": "white-bg"}, "updatemenus": [{"type": "buttons", "buttons": [
+                 {"method": "relayout", "label": "reset", "args": [{"map": {}}]}]}]}},
+            click="g.updatemenu-button", hosts=_MAP_CDNS),
 )
 
 _HTML = (
