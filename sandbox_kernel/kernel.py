@@ -466,8 +466,12 @@ class SandboxKernel(IPythonKernel):
                                   recovery_ms=worker.get("recovery_ms"), restarts=restarts,
                                   isolation=self.current_isolation)
                 if worker.get("reason") in ("timeout", "memory", "cpu", "flood"):
+                    # The kernel's finding only when the backend saw the limit itself (its kill, its own
+                    # measure); an exit status or signal the worker chose is the worker's account.
+                    claim = worker.get("worker_claim") is not False
                     self._audit_event("limit", kind="limit", target=worker.get("reason"),
-                                      message=worker.get("message"), by="kernel", worker_claim=False)
+                                      message=worker.get("message"), by="worker" if claim else "kernel",
+                                      worker_claim=claim)
             elif worker.get("reason") == "unavailable":
                 self._audit_event("worker_unavailable", isolation=self.current_isolation,
                                   message=getattr(self._backend, "startup_error", None))
@@ -1146,7 +1150,7 @@ def _limits_fields(limits) -> dict:
 
 
 _WORKER_KEYS = {"lost": bool, "reason": str, "state_lost": bool, "message": str, "when": str,
-                "recovery_ms": (int, float)}
+                "recovery_ms": (int, float), "worker_claim": bool}
 
 
 def _worker_fields(worker) -> dict | None:
