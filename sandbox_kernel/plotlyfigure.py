@@ -286,15 +286,19 @@ class Obj:
 
     Fields of a plotly class are built when first asked for (``build``), so a figure costs only
     the attributes it uses; ``like`` shares another object's fields, less the ``excluded`` ones."""
-    __slots__ = ("path", "fields", "subplots", "finish", "build", "like", "excluded")
+    __slots__ = ("path", "fields", "subplots", "finish", "build", "like", "excluded", "props")
 
-    def __init__(self, path, fields=None, subplots=None, finish=None, build=None, like=None, excluded=()):
+    def __init__(self, path, fields=None, subplots=None, finish=None, build=None, like=None, excluded=(),
+                 props=None):
         self.path, self.fields, self.subplots, self.finish = path, fields or {}, subplots, finish
         self.build, self.like, self.excluded = build, like, frozenset(excluded)
+        self.props = props  # a plotly class's property names: any other key is unknown at once
 
     def field(self, key):
         node = self.fields.get(key, _UNBUILT)
         if node is _UNBUILT:
+            if self.props is not None and self.subplots is None and key not in self.props:
+                return None
             if self.like is not None:
                 return None if key in self.excluded else self.like.field(key)
             node = self.build(self, key) if self.build is not None else None
@@ -445,7 +449,7 @@ def _build_schema() -> Schema:
         path = cls._path_str
         if path not in built:
             classes[path] = cls
-            built[path] = Obj(path, build=build_field, finish=_FINISH.get(path))
+            built[path] = Obj(path, build=build_field, finish=_FINISH.get(path), props=frozenset(cls._valid_props))
         return built[path]
 
     def build_field(node: Obj, prop: str):
@@ -999,21 +1003,35 @@ def _attribute_path(path) -> str | None:
     return _INDEX_RUN.sub(lambda m: "[0]" if m.group(0).count("[") == 1 else "[0][0]", path)
 
 
-def _resolve(root: Obj, path: str):
-    """The schema node an attribute string ('marker.color', 'annotations[0].text') names, or None."""
-    node = root
-    parts = path.split(".")
-    for n, part in enumerate(parts):
+def _path_parts(path: str) -> list | None:
+    """[(name, number of indices)] of an attribute string ('annotations[0].text'), or None."""
+    parts = []
+    for part in path.split("."):
         m = _PATH_PART.fullmatch(part)
-        if m is None or not isinstance(node, Obj):
+        if m is None:
             return None
-        node = node.field(m.group(1))
+        parts.append((m.group(1), min(m.group(2).count("["), 2)))  # more resolve like two (_attribute_path)
+    return parts
+
+
+def _resolve(root: Obj, path, parts: list | None = None):
+    """The schema node an attribute string ('marker.color', 'annotations[0].text') names, or None
+    (`parts`: the path already split by _path_parts)."""
+    parts = _path_parts(path) if parts is None else parts
+    if parts is None:
+        return None
+    node = root
+    last = len(parts) - 1
+    for n, (name, indices) in enumerate(parts):
+        if not isinstance(node, Obj):
+            return None
+        node = node.field(name)
         if node is None:
             return None
-        for _ in range(min(m.group(2).count("["), 2)):  # more resolve like two (see _attribute_path)
+        for _ in range(indices):
             if isinstance(node, Items):
                 node = node.item
-            elif isinstance(node, Leaf) and node.kind in ("data", "array", "number", "text", "color") and n == len(parts) - 1:
+            elif isinstance(node, Leaf) and node.kind in ("data", "array", "number", "text", "color") and n == last:
                 node = Leaf("data") if node.kind in ("data", "array") else Leaf(node.kind)  # one element
             else:
                 return None
@@ -1030,8 +1048,10 @@ def _checked(walk: _Walk, node, value, depth):
 
 def _restyle_nodes(sch: Schema, path: str) -> list:
     """The distinct schema nodes an attribute path (as _attribute_path gives it) names across all trace
-    types. Cached by the path with its indices as `[]`: only paths some trace type knows are kept, at
-    most two indices a run, and at most _MAX_CACHED_PATHS of them."""
+    types, found from those of its prefix: a part costs one lookup per distinct node its prefix names,
+    not one per trace type (`x.<junk>` steps once from x's few leaf kinds). Cached by the path with its
+    indices as `[]`: only paths some trace type knows are kept, at most two indices a run, and at most
+    _MAX_CACHED_PATHS of them."""
     if sch.trace_props is None:
         sch.trace_props = frozenset().union(*(trace.keys() for trace in sch.traces.values()))
     if path.split(".")[0].split("[")[0] not in sch.trace_props:
@@ -1039,9 +1059,12 @@ def _restyle_nodes(sch: Schema, path: str) -> list:
     key = path.replace("[0]", "[]") if "[" in path else path
     nodes = sch.restyle_nodes.get(key)
     if nodes is None:
+        head, dot, last = path.rpartition(".")
+        starts = _restyle_nodes(sch, head) if dot else list(sch.traces.values())
+        step = _path_parts(last) if starts else None
         found: dict = {}
-        for trace in sch.traces.values():
-            node = _resolve(trace, path)
+        for start in starts if step else ():
+            node = _resolve(start, last, step)
             if node is not None:
                 found.setdefault(_signature(node), node)
         nodes = list(found.values())

@@ -655,3 +655,27 @@ def test_a_cut_stream_head_never_ends_inside_a_colour_sequence():
         published = cell.stream("stdout", text) + cell.finish()
         joined = "".join(t for name, t in published if name == "stdout")
         assert RAW_ESCAPE.search(joined) is None, (shift, [t[-8:] for _, t in published])
+
+
+def test_a_junk_part_after_a_data_attribute_costs_a_few_lookups_not_one_per_trace_type():
+    """`x.<junk>`: x is a data leaf of every trace type; the junk part is stepped from x's few distinct
+    leaf kinds, not from each of the ~50 trace types (counted, not timed)."""
+    from sandbox_kernel import plotlyfigure
+
+    plotlyfigure.validate_figure(_indexed_paths_figure(1, 2, "x"))   # x's nodes resolved and cached
+    calls = [0]
+    field = plotlyfigure.Obj.field
+
+    def counting(self, key):
+        calls[0] += 1
+        return field(self, key)
+
+    figure = {"data": [{"type": "scatter", "x": [1], "y": [1]}],
+              "layout": {"updatemenus": [{"buttons": [{"method": "restyle", "label": "b",
+                                                       "args": [{f"x.junk{i}": 1 for i in range(1000)}]}]}]}}
+    plotlyfigure.Obj.field = counting
+    try:
+        plotlyfigure.validate_figure(figure)
+    finally:
+        plotlyfigure.Obj.field = field
+    assert calls[0] < 1000 * 5, calls[0]
