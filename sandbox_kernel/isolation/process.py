@@ -42,6 +42,7 @@ import weakref
 
 from ..policy import Limits, Policy
 from ..workdir import grant_refusal, make_scratch, protected_places
+from . import rlimits
 from .channel import (EXIT_OUT_OF_MEMORY, MAX_EVENT_BYTES, MAX_REQUEST_BYTES, SMALL_FRAME, Channel,
                       ChannelClosed, ChannelError, ChannelTimeout, FrameTooCostly, frame_prefix, validate_event)
 
@@ -178,6 +179,7 @@ class WorkerProcess:
         self.tasks_refused = 0      # new tasks the host refused (the cell is told)
         self.tasks_supervised = False
         self.death_claim = False    # its end was explained from its own exit status or words (_death)
+        self.cpu_seen = 0.0         # its CPU time at the host's last sample (cpu_seconds)
         self.scratch = None
         if not init.get("workdir_files", True):
             # Files off, or a directory that holds places the host trusts: a private, empty directory is
@@ -422,7 +424,8 @@ class WorkerProcess:
         try:
             with open(f"/proc/{self.pid}/stat", "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            self.cpu_seen = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return self.cpu_seen
         except (OSError, ValueError, IndexError):
             return None
 
@@ -890,8 +893,9 @@ class WorkerBackend:
         memory = self.policy.limits.memory_mb
         if reason == "memory":
             w.death_claim = not (memory and peak_rss >= 0.9 * memory)
-        elif reason == "cpu":
-            w.death_claim = not (budget_cpu and cell_cpu >= 0.9 * budget_cpu)
+        elif reason == "cpu":  # the cell's soft budget, or the lifetime one (the hard RLIMIT_CPU)
+            hours = self._options.get("cpu_hours") or rlimits.default_cpu_hours()
+            w.death_claim = not ((budget_cpu and cell_cpu >= 0.9 * budget_cpu) or w.cpu_seen >= 0.9 * hours * 3600)
         else:
             w.death_claim = False  # a crash, an exit: nothing is concluded from it
         if w.death_claim:
