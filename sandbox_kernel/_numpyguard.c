@@ -744,6 +744,41 @@ guard_metaclass(PyObject *Py_UNUSED(module), PyObject *cls)
     Py_RETURN_FALSE;
 }
 
+/* replace_class_attribute(cls, name, value) -> the previous value: a method of a C class (ndarray.setflags)
+   becomes a checked one for every caller that looks it up on the class, C code included (numpy's flags
+   object sets writeable through a method call on the array). */
+static PyObject *namespace_of(PyTypeObject *type);
+
+static PyObject *
+replace_class_attribute(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *cls, *name, *value, *ns, *previous;
+    if (!PyArg_ParseTuple(args, "O!UO:replace_class_attribute", &PyType_Type, &cls, &name, &value))
+        return NULL;
+    ns = namespace_of((PyTypeObject *)cls);
+    if (ns == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "replace_class_attribute: the class has no namespace");
+        return NULL;
+    }
+    previous = PyDict_GetItemWithError(ns, name);
+    if (previous == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_AttributeError, name);
+        Py_DECREF(ns);
+        return NULL;
+    }
+    Py_INCREF(previous);
+    if (PyDict_SetItem(ns, name, value) < 0) {
+        Py_DECREF(previous);
+        Py_DECREF(ns);
+        return NULL;
+    }
+    Py_DECREF(ns);
+    PyType_Modified((PyTypeObject *)cls);
+    return previous;
+}
+
 /* -- the raw-protocol sink --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1114,6 +1149,8 @@ static PyMethodDef methods[] = {
     {"guard_class_writes", guard_class_writes, METH_VARARGS,
      "guard_class_writes(check, names): writing one of names on a class asks check(cls, name, value) while a cell runs"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
+    {"replace_class_attribute", replace_class_attribute, METH_VARARGS,
+     "replace_class_attribute(cls, name, value) -> previous: a C class's attribute replaced"},
     {"guard_c_recursion", guard_c_recursion, METH_O,
      "guard_c_recursion(ndarray): tuple's hash and ndarray's number slots check the recursion depth"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},

@@ -850,7 +850,28 @@ def install() -> None:
         setattr(socket.socket, name, _guard_socket(name))
     socket.getaddrinfo = _guarded_getaddrinfo
     _guard_pathlib_accessor()
+    _guard_fork_exec()
     _installed = True
+
+
+def _guard_fork_exec() -> None:
+    """_posixsubprocess.fork_exec starts a program without an audit event (subprocess.Popen raises one in
+    Python first; multiprocessing's spawnv_passfds does not: scipy's workers=2 started the resource tracker,
+    a python -c whose sys.path[0] is the working directory, where a cell's multiprocessing.py ran unconfined:
+    review 9, N9-7). Every caller looks the function up on the module when it calls, so the module attribute
+    is the sink."""
+    try:
+        import _posixsubprocess
+    except ImportError:   # not a POSIX system: no such entry point
+        return
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(*args, **kwargs):
+        fs = _confinement()
+        if fs is not None:
+            fs.refuse_operation("_posixsubprocess.fork_exec")
+        return original(*args, **kwargs)
+    _posixsubprocess.fork_exec = fork_exec
 
 
 # -- native file I/O inside granted libraries ----------------------------------------------------------

@@ -624,11 +624,7 @@ class Gates:
                 per_instance = per_instance or shadowed   # the cell's classes may define or delete it later
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)}", "this method is disabled by the policy"))
-        if n == "resize" and (_is_ndarray(obj) or is_class and _is_ndarray_class(obj)):
-            # a.resize(n, refcheck=False) frees the old block under every view of it: the views then
-            # read whatever is allocated there next (an object array's pointers)
-            self.deny(AttributeDenied("'resize' of an array", "it can free memory other arrays still view",
-                                      hint="np.resize(a, shape) returns a resized copy"))
+        self._refuse_array_resize(obj, is_class, n)
         if n == "__init__" and not is_class and isinstance(obj, decimal.Context):
             self.deny(AttributeDenied("'__init__' of a decimal context",
                                       "a context is set up once (its precision is bounded then)"))
@@ -638,11 +634,13 @@ class Gates:
             decision = self._plain_data_only(obj if is_class else t, n)
         if decision is _ALLOW and not is_class and _built_on_index_arrays(t):
             decision = self._index_arrays_read_only(n)
+        if decision is _ALLOW and n == "base" and not is_class and _is_ndarray(obj):
+            decision = self._base_of_read_only_arrays(n)
         if decision is _ALLOW and (not is_sandbox_class(obj) and not _guards.kept_per_engine(obj, n) if is_class
                                    else _read_only_instances(t)):
             decision = self._containers_copied(n)
-        if decision is _ALLOW and _library_class_container(obj if is_class else t, n) is not None:
-            decision = self._class_container_copied(n, is_class)
+        if decision is _ALLOW and _library_holds_a_container(obj if is_class else t, n):
+            decision = self._class_container_copied(n, obj if is_class else t)
         if decision is _ALLOW and not is_class and t in _PURE_DATA and not n.startswith("_"):
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
@@ -667,15 +665,27 @@ class Gates:
             return _plain_copy(value) if type(value) in _COPIED_CONTAINERS else self._allowed_value(obj, n, value)
         return read
 
-    def _class_container_copied(self, n, is_class):
-        """The read of n through an instance of a library class, or through a cell class deriving from one, where
-        n resolves to a container the library class holds: the cell's own copy, as on the class itself
-        (HTMLCalendar().cssclasses is HTMLCalendar.cssclasses). What an instance holds itself is its own."""
+    def _class_container_copied(self, n, cls):
+        """The read of n through an instance of a library class, a cell class deriving from one, or super(),
+        where n resolves to a container a library class holds: the cell's own copy, as on the class itself
+        (HTMLCalendar().cssclasses is HTMLCalendar.cssclasses). What an instance holds itself is its own.
+        (Decided per class: the reader is cached for cls, whose MRO is what it searches.)"""
         def read(obj):
             value = getattr(obj, n)
-            if type(value) in _COPIED_CONTAINERS and value is _library_class_container(obj if is_class else type(obj), n):
+            if type(value) in _COPIED_CONTAINERS and _held_by_a_library_class(cls, n, value):
                 return _plain_copy(value)
             return self._allowed_value(obj, n, value)
+        return read
+
+    def _base_of_read_only_arrays(self, n):
+        """a.base of a read-only array: read-only too. The view is read-only because its owner is a library's
+        data (pandas' Categorical codes are a read-only view of the codes it indexes by in C); its base is that
+        data, writeable (review 9, N9-1/N9-2)."""
+        def read(obj):
+            base = getattr(obj, n)
+            if _is_ndarray(base) and not sys.modules["numpy"].ndarray.flags.__get__(obj).writeable:
+                return _read_only_view(base)
+            return self._allowed_value(obj, n, base)
         return read
 
     def _index_arrays_read_only(self, n):
@@ -812,6 +822,13 @@ class Gates:
                 owner = owner or k
         return owner is not None and is_sandbox_class(owner)
 
+    def _refuse_array_resize(self, obj, is_class, n):
+        if n == "resize" and (_is_ndarray(obj) or is_class and _is_ndarray_class(obj)):
+            # a.resize(n, refcheck=False) frees the old block under every view of it: the views then
+            # read whatever is allocated there next (an object array's pointers); super(np.matrix, m) too
+            self.deny(AttributeDenied("'resize' of an array", "it can free memory other arrays still view",
+                                      hint="np.resize(a, shape) returns a resized copy"))
+
     def _decide_super(self, obj, n):
         """super() reads follow the rules of the instance it is bound to; super().__setattr__ and
         friends are handed out only wrapped in the write gate."""
@@ -859,9 +876,19 @@ class Gates:
         target = obj.__self__
         if self._pair_denied(target, n):
             self.deny(AttributeDenied(f"'{n}' of super()", "this method is disabled by the policy"))
+        target_is_class = _is_class(target)
+        cls = target if target_is_class else type(target)
+        self._refuse_array_resize(target, target_is_class, n)
         # super(S, s).format, super().__init__(it) of a list subclass: the parent's method, with the
         # stand-in it would have read directly
-        return self._substitute_super(obj, n) or _ALLOW
+        decision = self._substitute_super(obj, n) or _ALLOW
+        if decision is _ALLOW and not target_is_class and _built_on_index_arrays(cls):
+            decision = self._index_arrays_read_only(n)
+        if decision is _ALLOW and n == "base" and not target_is_class and _is_ndarray(target):
+            decision = self._base_of_read_only_arrays(n)
+        if decision is _ALLOW and _library_holds_a_container(cls, n):
+            decision = self._class_container_copied(n, cls)
+        return decision
 
     def _substitute(self, obj, t, is_class, n):
         """Safe stand-ins for attributes whose real value would escape the gates. One rule for instance
@@ -915,6 +942,10 @@ class Gates:
             # RandomState.set_state: the positions in the state are checked (guards.checked_random_state)
             checked = _guards.checked_random_state
             return lambda bound, target: runtime_callable(lambda *a, **k: bound(*map(checked, a), **k))
+        if kind == "array_unlock":
+            # a.setflags(write=True) without the extension (guards._guard_array_unlock)
+            checked = _guards._CHECKED_SETFLAGS[0]
+            return lambda bound, target: runtime_callable(functools.partial(checked, target))
         if kind == "grow_text":
             # s.replace('a', s) builds len(s)**2 in C: the result's size is estimated first
             grown = self.checked_growth
@@ -2612,18 +2643,22 @@ _INDEXING_LIBRARIES = ("scipy.", "pandas._libs.sparse", "pandas.core.arrays.spar
 _COPIED_CONTAINERS = (list, dict, set, bytearray)
 
 
-def _library_class_container(cls, n):
-    """The list, dict, set or bytearray that n resolves to on cls's MRO when a library class (not one the cell
-    defined, nor state the engine keeps per engine) holds it; None otherwise."""
+def _library_containers(cls, n):
+    """The lists, dicts, sets and bytearrays held under n by the library classes on cls's MRO (not by a class
+    the cell defined, nor state the engine keeps per engine)."""
     for holder in type.__dict__["__mro__"].__get__(cls):
-        held = type.__dict__["__dict__"].__get__(holder)
-        if n in held:
-            value = held[n]
-            if type(value) not in _COPIED_CONTAINERS or is_sandbox_class(holder) \
-                    or _guards.kept_per_engine(holder, n):
-                return None
-            return value
-    return None
+        value = type.__dict__["__dict__"].__get__(holder).get(n)
+        if type(value) in _COPIED_CONTAINERS and not is_sandbox_class(holder) \
+                and not _guards.kept_per_engine(holder, n):
+            yield value
+
+
+def _library_holds_a_container(cls, n) -> bool:
+    return next(_library_containers(cls, n), None) is not None
+
+
+def _held_by_a_library_class(cls, n, value) -> bool:
+    return any(held is value for held in _library_containers(cls, n))
 
 
 def _plain_copy(value, depth=0):
@@ -2658,12 +2693,20 @@ def _same_numbers_shape(obj, name, value) -> bool:
 
 def _read_only_index_view(value):
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.ndarray) and np.ndarray.dtype.__get__(value).kind in "iu" \
-            and np.ndarray.flags.__get__(value).writeable:
-        view = np.ndarray.view(value)
-        view.flags.writeable = False
-        return view
+    if np is not None and isinstance(value, np.ndarray) and np.ndarray.dtype.__get__(value).kind in "iu":
+        return _read_only_view(value)
     return value
+
+
+def _read_only_view(array):
+    """A read-only view of a writeable ndarray (the cell cannot make it writeable again: guards'
+    _guard_array_unlock), or the array itself when it is read-only already."""
+    np = sys.modules["numpy"]
+    if not np.ndarray.flags.__get__(array).writeable:
+        return array
+    view = np.ndarray.view(array)
+    view.flags.writeable = False
+    return view
 
 
 def _cell_or_builtin_callable(value) -> bool:

@@ -23,6 +23,7 @@ import hashlib
 import heapq
 import io
 import itertools
+import locale
 import math
 import operator
 import random
@@ -935,6 +936,51 @@ def _guard_numpy_constructor(np) -> bool:
     return True
 
 
+# Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'
+# Python for `writeable = True` / `setflags(write=True)`: numpy's broadcast_arrays (when the source is
+# writeable) and pandas' date parsing (an array it has just made). (module, function) of the caller.
+_MAY_UNLOCK_ARRAYS = frozenset({("numpy.lib._stride_tricks_impl", "_broadcast_to"),
+                                ("pandas.io.parsers.base_parser", "date_converter"),
+                                ("pandas.io.pytables", "_unconvert_string_array")})
+
+
+def _guard_array_unlock(np) -> bool:
+    """No array goes from read-only to writeable at a cell's request. A read-only array may be a view a library
+    hands out of data it keeps and trusts in C (pandas' Categorical and MultiIndex codes, the sandbox's views of
+    scipy's index arrays): numpy lets a view become writeable again whenever the array under it is writeable,
+    and the codes then indexed past their buffers (review 9, N9-1, N9-2). Every route (flags.writeable = True,
+    flags['W'] = True, setflags(write=True), from the instance or the class) ends in ndarray.setflags, which
+    numpy's flags object calls as a method: that method is replaced for the process (_numpyguard). Library code
+    listed in _MAY_UNLOCK_ARRAYS keeps doing what it does. Without the extension the gate's stand-in covers
+    reads of setflags only. True where the method was replaced."""
+    original = np.ndarray.setflags
+
+    def setflags(self, write=None, align=None, uic=None):
+        if write and not np.ndarray.flags.__get__(self).writeable and cell_is_running():
+            caller = sys._getframe(1).f_code
+            module = sys._getframe(1).f_globals.get("__name__")
+            if (module, caller.co_name) not in _MAY_UNLOCK_ARRAYS:
+                exc = genuine(CallDenied("making a read-only array writeable",
+                                         "a read-only array may be a library's own data, which it trusts",
+                                         hint="a.copy() is a writeable copy"))
+                gates = CURRENT_GATES.get()
+                if gates is not None:
+                    gates.deny(exc)
+                raise exc
+        return original(self, write, align, uic)
+    setflags.__doc__ = original.__doc__
+    runtime_callable(setflags)
+    if _numpyguard is not None and hasattr(_numpyguard, "replace_class_attribute"):
+        _numpyguard.replace_class_attribute(np.ndarray, "setflags", setflags)
+        return True
+    _CHECKED_SETFLAGS[0] = setflags
+    add_stand_in_kind("array_unlock", np.ndarray, ("setflags",))
+    return False
+
+
+_CHECKED_SETFLAGS = [None]
+
+
 def _refuse_object_buffer(arr):
     """An object array's storage asked for as writable bytes (io.BytesIO(b).readinto(arr)): the bytes
     would land over its pointers."""
@@ -1137,13 +1183,36 @@ def _position(value, size, field):
     return position
 
 
+def _guard_numpy_iterator(fn, gates):
+    """np.nditer / np.nested_iters without 'buffered': a buffered iterator hands out arrays over its own
+    buffers and frees them at close() (the end of its with block) while those arrays still view them: a bytes
+    object laid on the freed buffer was rewritten into a bytearray over all memory (review 9, N9-5). Unbuffered,
+    every value is a view of an operand, which the view keeps alive."""
+    flags_at = 2 if fn.__name__ == "nested_iters" else 1   # nditer(op, flags), nested_iters(op, axes, flags)
+
+    def iterator(*args, **kwargs):
+        flags = kwargs["flags"] if "flags" in kwargs else args[flags_at] if len(args) > flags_at else None
+        if isinstance(flags, (str, bytes)):
+            flags = (flags,)
+        if flags is not None and any(f in ("buffered", b"buffered") for f in flags):
+            gates.deny(genuine(CallDenied(f"numpy.{fn.__name__}(flags=['buffered'])",
+                                          "a buffered iterator frees the buffers its values view",
+                                          hint="iterate without 'buffered' (or over a.astype(...) for a cast)")))
+        return fn(*args, **kwargs)
+    iterator.__name__ = iterator.__qualname__ = fn.__name__
+    iterator.__doc__ = fn.__doc__
+    return runtime_callable(iterator)
+
+
 def _numpy_guards(np) -> dict:
     _numpy_raw_protocol_providers(np)
-    guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function}
+    guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function,
+              np.nditer: _guard_numpy_iterator, np.nested_iters: _guard_numpy_iterator}
     # np.random.set_state is the process-wide RandomState's bound method (the host draws from it too)
     guards[np.random.set_state] = lambda fn, gates: runtime_callable(
         lambda state, *a, **k: fn(checked_random_state(state), *a, **k))
     add_stand_in_kind("random_state", np.random.RandomState, ("set_state",))
+    _guard_array_unlock(np)
     if _guard_numpy_constructor(np):
         return guards   # np.rec and np.char build through ndarray's checked constructor
     with warnings.catch_warnings():   # numpy 2.5 deprecates np.char's array functions: read them quietly
@@ -1632,6 +1701,26 @@ class _SpecialFunctionErrors:
             sys.modules["scipy.special"].seterr(**dict(wanted))
 
 
+class _ProcessLocale:
+    """The C library's locale, one for the process: calendar.different_locale entered through an ExitStack and
+    never left (or locale.setlocale) set the host's LC_TIME for good (review 9, N9-8)."""
+    name = "the process's locale"
+    _CATEGORIES = tuple(getattr(locale, c) for c in ("LC_CTYPE", "LC_COLLATE", "LC_TIME", "LC_MONETARY",
+                                                     "LC_NUMERIC", "LC_MESSAGES") if hasattr(locale, c))
+
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    def read(self):
+        return tuple(locale.setlocale(category) for category in self._CATEGORIES)
+
+    def install(self, wanted, current, entering: bool) -> None:
+        for category, value, now in zip(self._CATEGORIES, wanted, current):
+            if value != now:
+                locale.setlocale(category, value)
+
+
 _DATEUTIL_WORD_LISTS = ("JUMP", "WEEKDAYS", "MONTHS", "HMS", "AMPM", "UTCZONE", "PERTAIN", "TZOFFSET")
 
 LIBRARY_STATE = (_PandasOptions(),
@@ -1651,7 +1740,7 @@ LIBRARY_STATE = (_PandasOptions(),
                  _ObjectState("plotly.io defaults", "plotly.io._defaults", "defaults"),
                  _ObjectState("plotly.io json config", "plotly.io._json", "config"),
                  _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",
-                            ("_use_unicode",)))
+                            ("_use_unicode",)), _ProcessLocale())
 
 
 def kept_per_engine(cls, name) -> bool:

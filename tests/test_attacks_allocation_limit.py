@@ -88,3 +88,20 @@ def test_scrypt_work_memory_is_bounded_by_the_memory_limit():
                                probe="def probe_host(report):\n" + "\n".join("    " + l for l in MAXRSS.splitlines()),
                                hard_exit=True, timeout=120)
     assert result["ename"] == "MemoryLimitExceeded" or result["maxrss_mb"] < 700, result
+
+
+# From review 9 (docs/reviews.md, "Review 9").
+# --- N9-4 (lesser, open): C++ allocations inside one library call ----------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="FINDING N9-4 (lesser, open): cKDTree.query_pairs fills a C++ std::vector "
+                   "(operator new, not Python's raw allocator) with n**2/2 pairs in one C call: 2.1 GB resident "
+                   "under a 256 MB limit before the limit fires after the call (at level kernel RLIMIT_AS bounds it)")
+def test_kdtree_pairs_meet_the_memory_limit():
+    cell = ("import numpy as np\nfrom scipy.spatial import cKDTree\n"
+            "p = cKDTree(np.zeros((12000, 2))).query_pairs(1.0, output_type='ndarray')\n")
+    result = run_cell_in_child(cell, limits={"timeout": 30.0, "ticks": 10**8, "memory_mb": 256},
+                               report=("status", "ename", "evalue"), hard_exit=True, timeout=120,
+                               probe="def probe_host(report):\n" + "\n".join("    " + l for l in MAXRSS.splitlines()))
+    assert "crashed" not in result, result
+    assert result["ename"] == "MemoryLimitExceeded", result
+    assert result["maxrss_mb"] < 1024, result   # the limit's 256 MB plus the interpreter and libraries

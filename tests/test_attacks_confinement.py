@@ -14,6 +14,7 @@ never rewritten, so only the sinks stand between it and the host.
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import socket
 import threading
@@ -181,4 +182,62 @@ def _try(job):
 def test_scipy_worker_pools_start_no_process(call):
     result = run_cell_in_child(f"import numpy as np\nfrom scipy.optimize import differential_evolution, brute\n"
                                f"r = {call}\n", report=("status", "ename"), limits={"timeout": 20.0}, timeout=180)
-    assert result["status"] == "error" and result["ename"] == "FileDenied", result
+    # (FileDenied when review 5 ran it: the pool's semaphore file; since N9-7 the resource tracker's start is
+    # refused first, at fork_exec)
+    assert result["status"] == "error" and result["ename"] in ("OperationDenied", "FileDenied"), result
+
+
+# --- programs started without an audit event (review 9, N9-7; the fuzzer's F2) ------------------------------------
+# scipy's workers=2 makes a multiprocessing Pool, whose first semaphore starts the resource tracker through
+# _posixsubprocess.fork_exec (multiprocessing.util.spawnv_passfds), which raises no audit event: a `python -c` whose
+# sys.path[0] is the working directory ran a cell's multiprocessing.py unconfined. fork_exec is guarded now
+# (confine._guard_fork_exec).
+
+WORKDIR_IS_CWD = '''
+import os, sys, tempfile, time
+_mkdtemp = tempfile.mkdtemp
+def _workdir_is_cwd(*a, **k):
+    # the kernel's default (SandboxKernel.workdir): the working directory is the directory the kernel starts
+    # in, and the kernel takes that directory off its own sys.path (__main__._strip_cwd_from_path)
+    tempfile.mkdtemp = _mkdtemp
+    d = _mkdtemp(*a, **k)
+    os.chdir(d)
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", d)]
+    return d
+tempfile.mkdtemp = _workdir_is_cwd
+def probe_host(report):
+    for i in range(100):
+        if os.path.exists(MARKER):
+            break
+        time.sleep(0.05)
+    report["outside"] = os.path.exists(MARKER) and open(MARKER).read()
+'''
+
+POOL = '''
+with open('multiprocessing.py', 'w') as f:      # a file in the cell's own working directory
+    f.write("import os\\nopen(%r, 'w').write('ran as pid %%d' %% os.getpid())\\n" % MARKER)
+import numpy as np
+from scipy import optimize
+try:
+    optimize.differential_evolution(lambda x: float((x**2).sum()), [(-1, 1)] * 2, maxiter=1, workers=2,
+                                    updating='deferred')
+except Exception:
+    pass
+'''
+
+
+def test_library_worker_pools_run_no_program(tmp_path):
+    marker = str(tmp_path / "outside-marker")
+    result = run_cell_in_child(POOL.replace("MARKER", repr(marker)), report=("status", "ename"),
+                               probe=WORKDIR_IS_CWD.replace("MARKER", repr(marker)), hard_exit=True, timeout=120)
+    assert "crashed" not in result, result
+    assert not result["outside"], json.dumps(result)
+
+
+def test_fork_exec_itself_is_refused_in_a_cell(run):
+    """The sink directly: subprocess' and multiprocessing's one entry point, whoever calls it during a cell."""
+    import _posixsubprocess
+    assert getattr(_posixsubprocess.fork_exec, "__name__", "") == "fork_exec" and confine._installed
+    r = run("import numpy as np\nfrom scipy import optimize\n"
+            "optimize.differential_evolution(lambda x: 0.0, [(0, 1)], workers=2, maxiter=1)\n")
+    assert not r.ok and r.denied(), r

@@ -389,3 +389,18 @@ def test_library_reads_outside_the_working_directory_are_refused(tmp_path, outsi
     done, stdout = run_in_engine(cell, tmp_path)
     assert "secret.csv" not in stdout and "1" not in stdout.replace(str(outside), ""), stdout
     assert (done["error"] or {}).get("ename") != "SandboxInternalError", done
+
+
+# From review 9 (docs/reviews.md): library readers given paths outside (held).
+def test_files_outside_stay_closed_through_library_readers():
+    cell = ("import glob, pandas as pd\n"
+            "listed = glob.glob('*', root_dir='/etc') + glob.glob('/etc/pass*') + glob.glob('../../*')\n"
+            "got = []\n"
+            "for src in ('file:///etc/passwd', '/etc/passwd', '../../../../etc/passwd'):\n"
+            "    try:\n"
+            "        got.append(pd.read_csv(src, sep=':', header=None).shape)\n"
+            "    except Exception as e:\n"
+            "        pass\n")
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), ns=("listed", "got"), hard_exit=True,
+                               timeout=120)
+    assert result["status"] == "ok" and not result["listed"] and not result["got"], result

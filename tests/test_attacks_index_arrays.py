@@ -329,3 +329,121 @@ def test_bspline_subclass_coefficient_property_is_not_read_past():
     result = _run(cell, ns=("ones",))
     # held by evaluation (c is not read), and since review 8 refused at the class (gates._C_INDEX_DATA_MODULES)
     assert result["status"] == "ok" and result["ones"] or result["ename"] == "BuiltinDenied", result
+
+
+# --- read-only views made writeable again (review 9, N9-1 and N9-2) ------------------------------------------
+# The sandbox's read-only views of index arrays, and pandas' own read-only views of its codes, were views of
+# writeable arrays: numpy let flags.writeable = True, flags['W'] = True or setflags(write=True) make them
+# writeable again, and .base gave the writeable array itself. Closed where every route ends: ndarray.setflags
+# is replaced for the process and refuses read-only -> writeable at a cell's request (guards._guard_array_unlock),
+# and the base of a read-only array is read-only (Gates._base_of_read_only_arrays).
+
+SPARSE_PEEK_POKE = '''
+import numpy as np
+from scipy.sparse import csr_array
+bb = np.lib.array_utils.byte_bounds
+A = csr_array((np.array([1.0]), np.array([0]), np.array([0, 1])), shape=(1, 1))
+ix = A.indices            # the sandbox's read-only view of the real indices (Gates._index_arrays_read_only)
+UNLOCK
+def peek(addr):
+    x = np.zeros(1)
+    ix[0] = (addr - bb(x)[0]) // 8
+    return int(np.array([(A @ x)[0]]).view(np.int64)[0])
+def poke(addr, word):
+    cur = np.array([peek(addr)], dtype=np.int64).view(np.float64)[0]
+    new = np.array([word], dtype=np.int64).view(np.float64)[0]
+    for add in (-cur, new):            # toarray(out=) adds data[k] at out + 8 * indices[k]
+        A.data[0] = add
+        out = np.zeros((1, 1))
+        ix[0] = (addr - bb(out)[0]) // 8
+        A.toarray(out=out)
+class Obj:
+    pass
+o = Obj()
+typeptr = peek(id(o) + 8) == id(Obj)
+victim = b'AAAAAAAA-immutable'
+poke(id(victim) + 32, int.from_bytes(b'PWNED!!!', 'little'))
+written = victim == b'PWNED!!!-immutable'
+'''
+
+UNLOCKS = {
+    "flags.writeable = True": "ix.flags.writeable = True",
+    "setflags(write=True)": "ix.setflags(write=True)",
+    "the view's .base": "ix = ix.base",
+}
+
+
+@pytest.mark.parametrize("unlock", sorted(UNLOCKS))
+def test_index_array_views_stay_read_only(unlock):
+    """N9-1 (FULL ESCAPE when found): A @ x read and A.toarray(out=) wrote any address through the unlocked indices."""
+    result = run_reporting(SPARSE_PEEK_POKE.replace("UNLOCK", UNLOCKS[unlock]), ns=("typeptr", "written"), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+
+
+DELAUNAY = '''
+import numpy as np
+from scipy.spatial import Delaunay
+tri = Delaunay(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+s = tri.simplices
+s.flags.writeable = True
+s[:, :] = 10**9
+r = tri.find_simplex(np.array([[0.2, 0.2]]))
+from scipy.interpolate import LinearNDInterpolator
+v = LinearNDInterpolator(tri, np.arange(4.0))(np.array([[0.2, 0.2]]))
+'''
+
+
+def test_delaunay_simplices_view_stays_read_only():
+    """N9-1 (the same view, Delaunay.simplices): pointed far away, the interpolator read them in C (segfault)."""
+    result = run_reporting(DELAUNAY, timeout=120)
+    assert "crashed" not in result, result
+    assert result["ename"] == "CallDenied", result
+
+
+CODES = '''
+import numpy as np, pandas as pd
+c = pd.Categorical([0, 1, 0], categories=np.arange(40000))
+k = c.codes                # pandas' read-only view of c._codes (int32 here)
+k.flags.writeable = True
+k[0] = LABEL
+r = pd.Series([1.5, 2.5, 3.5]).groupby(c, observed=False).METHOD()
+'''
+
+
+@pytest.mark.parametrize("method", ["cumsum", "cummax", "shift"])
+def test_categorical_codes_stay_read_only(method):
+    """N9-2: codes past the categories reached the Cython group kernels as labels (writes past their buffer)."""
+    result = run_reporting(CODES.replace("LABEL", "10**9").replace("METHOD", method), timeout=120)
+    assert "crashed" not in result, result
+    assert result["ename"] == "CallDenied", result
+
+
+MULTIINDEX = '''
+import numpy as np, pandas as pd
+mi = pd.MultiIndex.from_arrays([np.arange(40000), np.arange(40000)])
+c = mi.codes[0]            # pandas' read-only view of the level's codes
+c.flags.writeable = True
+c[0] = 10**9
+v = mi.values
+'''
+
+
+def test_multiindex_codes_stay_read_only():
+    """N9-2 (MultiIndex.codes): MultiIndex.values read levels[code] in C (segfault)."""
+    result = run_reporting(MULTIINDEX, timeout=120)
+    assert "crashed" not in result, result
+    assert result["ename"] == "CallDenied", result
+
+
+def test_library_code_still_unlocks_its_own_arrays(run):
+    """What numpy and pandas unlock themselves (broadcast_arrays of a writeable source, read_csv's dates) still works;
+    a cell's own read-only array stays read-only (copy it instead)."""
+    r = run("import io, numpy as np, pandas as pd\n"
+            "b = np.broadcast_arrays(np.arange(3), np.zeros((2, 1)))[0]\n"
+            "df = pd.read_csv(io.StringIO('a,b\\n2020-01-01,1\\n'), parse_dates=['a'])\n"
+            "v = np.arange(3)[:2]\nv.flags.writeable = False\nc = v.copy()\nc[0] = 7\n"
+            "print(b.flags.writeable, str(df['a'].dtype)[:10], c.tolist(), v.base.flags.writeable)\n"
+            "v.flags.writeable = True\n")
+    assert r.stdout.startswith("True datetime64 [7, 1] False"), r
+    assert r.error_name == "CallDenied" and r.denied(line=9), r

@@ -123,3 +123,18 @@ HASHTABLE_CALLS = {"series_duplicated": "pd.Series(a, copy=False).duplicated()",
 def test_pandas_object_hash_tables_survive_an_eq_that_rewrites_the_array(call):
     result = run_reporting(HASHTABLE_CELL.replace("{call}", HASHTABLE_CALLS[call]))
     assert "crashed" not in result, f"the process died: {result}"
+
+
+# From review 9 (docs/reviews.md): an object-array sort through super() in an ndarray subclass (held).
+def test_object_sort_through_super_in_an_ndarray_subclass_survives():
+    cell = ("import numpy as np\nclass K:\n    def __init__(self, v):\n        self.v = v\n"
+            "    def __lt__(self, other):\n        global calls\n        calls += 1\n"
+            "        if calls % 200 == 0 and calls <= 1000:\n            for i in range(len(a)):\n"
+            "                a[i] = K(-i)\n            junk.extend([K(12345) for i in range(3000)])\n"
+            "        return self.v < other.v\ncalls = 0\njunk = []\nN = 2000\n"
+            "class S(np.ndarray):\n    def srt(self):\n        super().sort(kind='quicksort')\n"
+            "a = np.empty(N, dtype=object).view(S)\nfor i in range(N):\n    a[i] = K((i * 7919) % N)\n"
+            "a.srt()\njunk.extend([K(12345) for i in range(100000)])\n"
+            "broken = len(set(map(id, a))) != N or any(not hasattr(x, 'v') or x.v == 12345 for x in a)\n")
+    result = run_reporting(cell, ns=("broken",), timeout=120)
+    assert "crashed" not in result and result["status"] == "ok" and not result["broken"], result

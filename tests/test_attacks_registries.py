@@ -523,3 +523,36 @@ def test_printing_through_a_planted_stdout_in_the_cell_is_refused(outside):
     result = run_with_host(cell, "")
     assert result["ename"] == "FileDenied", result
     assert not target.exists()
+
+
+# --- process-wide C state: the locale (review 9, N9-8), and what held ------------------------------------------------
+
+def test_cell_leaves_the_process_locale_alone():
+    """calendar.different_locale entered through an ExitStack and never left set the host's LC_TIME for good; the
+    locale is kept per engine now (guards._ProcessLocale)."""
+    cell = ("import calendar, contextlib\nst = contextlib.ExitStack()\n"
+            "st.enter_context(calendar.different_locale('C.UTF-8'))\n")
+    probe = ("import locale\nBEFORE = locale.setlocale(locale.LC_TIME)\ndef probe_host(report):\n"
+             "    report['before'] = BEFORE\n    report['after'] = locale.setlocale(locale.LC_TIME)\n")
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True, timeout=120)
+    assert result["status"] == "ok" and result["after"] == result["before"], json.dumps(result)
+
+
+def test_process_wide_decimal_contexts_stay_the_hosts():
+    cell = ("import decimal\ndecimal.DefaultContext.prec = 3\ndecimal.DefaultContext.traps[decimal.Inexact] = True\n"
+            "decimal.BasicContext.prec = 2\n")
+    probe = ("import decimal\ndef probe_host(report):\n"
+             "    report['host'] = [decimal.DefaultContext.prec, decimal.DefaultContext.traps[decimal.Inexact],"
+             " decimal.BasicContext.prec]\n")
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True, timeout=120)
+    assert result["status"] == "ok" and result["host"] == [28, False, 9], json.dumps(result)
+
+
+def test_std_streams_redirected_and_never_restored_stay_the_hosts():
+    cell = ("import contextlib\nclass W:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n"
+            "        pass\nst = contextlib.ExitStack()\nst.enter_context(contextlib.redirect_stdout(W()))\n"
+            "st.enter_context(contextlib.redirect_stderr(W()))\n")
+    probe = ("import sys\ndef probe_host(report):\n"
+             "    report['streams'] = [type(sys.stdout).__name__, type(sys.stderr).__name__]\n")
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True, timeout=120)
+    assert result["status"] == "ok" and result["streams"] == ["TextIOWrapper", "TextIOWrapper"], json.dumps(result)

@@ -413,3 +413,11 @@ def test_wide_padding_and_joins_are_estimated_in_bytes(cell):
     result = run_cell_in_child(cell, limits={"timeout": 10.0, "memory_mb": 512}, rlimits={"RLIMIT_AS": 6 << 30},
                                report=("status", "ename"), timeout=180)
     assert result.get("ename") == "SizeDenied", result
+
+
+# From review 9 (docs/reviews.md): the decimal bound through a cell subclass's super().__init__ (held).
+def test_decimal_precision_bound_holds_through_subclass_super_init():
+    cell = ("import decimal\nclass C(decimal.Context):\n    def widen(self):\n"
+            "        super().__init__(prec=10**8)\nC().widen()\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), hard_exit=True, timeout=120)
+    assert result["ename"] == "SizeDenied", result

@@ -8,7 +8,7 @@ known, not new).
   F1  (lesser; fixed with N2-5 in 3ba18e3, kept as a regression test) `typing.dataclass_transform(...)
       (module)` wrote `__dataclass_transform__`, with objects of the cell's choosing, into a granted
       module's dict in the host.
-  F2  (lesser, level `none`) a granted library starts a process: scipy's `differential_evolution(...,
+  F2  (lesser when found, fixed: review 9 showed it a full escape, N9-7) a granted library starts a process: scipy's `differential_evolution(...,
       workers=2)` makes a multiprocessing pool, whose resource tracker (`python -c "from
       multiprocessing.resource_tracker import main ..."`) is started through `_posixsubprocess.fork_exec`,
       which raises no audit event, before the pool itself is refused. The command is multiprocessing's own,
@@ -68,9 +68,10 @@ print(json.dumps({"status": done["status"], "denials": done["denials"], "started
 """
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING F2 (lesser, level none): differential_evolution(workers=2) "
-                                       "starts multiprocessing's resource tracker (fork_exec has no audit event)")
 def test_library_starts_multiprocessing_resource_tracker(tmp_path):
+    """F2 (lesser when found; review 9 made it a full escape, N9-7): differential_evolution(workers=2) started
+    multiprocessing's resource tracker through _posixsubprocess.fork_exec, which raises no audit event; the
+    function itself is guarded now (confine._guard_fork_exec)."""
     proc = subprocess.run([sys.executable, "-c", _SPAWN_PROBE, HERE, str(tmp_path)], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
