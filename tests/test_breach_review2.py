@@ -300,6 +300,27 @@ def test_b2_12_an_urgent_byte_does_not_hang_the_kernel(tmp_path):
     assert result["run"].error.get("ename") == "SandboxWorkerLost", result["run"].error
 
 
+def test_b2_12_the_hosts_end_of_the_channel_treats_urgent_data_as_a_violation():
+    """B2-12 at the channel itself: the host's end (host=True) reports urgent data at once, mid-frame too,
+    and between requests, instead of waiting in recv() for ordinary data."""
+    from sandbox_kernel.isolation.channel import Channel, ChannelError, ChannelTimeout
+
+    for prefix in (b"", b"\x00\x00\x00\x10{"):   # nothing yet; half a frame
+        a, b = socket.socketpair()
+        host = Channel(a, max_recv=1 << 20, max_send=1 << 20, host=True)
+        try:
+            b.send(prefix)
+            assert host.pending() == ("data" if prefix else None)
+            b.send(b"!", socket.MSG_OOB)
+            assert host.pending() == "data"
+            with pytest.raises(ChannelError) as caught:
+                host.recv(deadline=time.monotonic() + 30)
+            assert not isinstance(caught.value, ChannelTimeout), caught.value
+        finally:
+            host.close()
+            b.close()
+
+
 def test_b2_12_an_urgent_byte_between_cells_is_seen_and_the_worker_replaced(fresh):
     """The idle side of B2-12: Channel.pending() saw no data (MSG_PEEK finds none before an urgent byte),
     so the byte would have been read as the next cell's."""

@@ -236,7 +236,9 @@ class Channel:
             self._wait(deadline)
             try:
                 chunk = self.sock.recv(65536)
-            except (InterruptedError, BlockingIOError):  # EINTR (PEP 475 retries), or nothing there
+            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
+                continue
+            except BlockingIOError:  # nothing there after all
                 self._nothing_read()
                 continue
             except OSError as exc:
@@ -250,7 +252,9 @@ class Channel:
         self._wait(deadline)
         try:
             n = self.sock.recv_into(view, min(len(view), 4 * 1024 * 1024))
-        except (InterruptedError, BlockingIOError):
+        except InterruptedError:  # pragma: no cover
+            return 0
+        except BlockingIOError:
             self._nothing_read()
             return 0
         except OSError as exc:
