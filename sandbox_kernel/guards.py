@@ -1892,6 +1892,68 @@ def _validate_categorical_codes() -> None:
     _KEEP.append(original)
 
 
+# C and Fortran code that calls a function with an array over its own work memory, which it frees when it
+# returns: a cell's callback that keeps the array writes into whatever is allocated there next (fsolve's x under
+# a list's item array: review 9, N9-3). Found by calling every callback-taking API of numpy and scipy with a
+# recording callback (docs/security.md lists them); each entry point's callables get copies of such arrays.
+# (module, class or None, attribute)
+_BORROWING_ENTRY_POINTS = (
+    ("scipy.optimize._minpack", None, "_hybrd"), ("scipy.optimize._minpack", None, "_hybrj"),
+    ("scipy.optimize._minpack", None, "_lmdif"), ("scipy.optimize._minpack", None, "_lmder"),
+    ("scipy.integrate._odepack", None, "odeint"),
+    ("scipy.integrate._ode", "vode", "runner"), ("scipy.integrate._ode", "zvode", "runner"),
+    ("scipy.integrate._ode", "lsoda", "runner"), ("scipy.integrate._ode", "dopri5", "runner"),
+    ("scipy.integrate._ode", "dop853", "runner"),
+)
+
+
+def _borrowed(array, np) -> bool:
+    """No Python object owns the memory under this array (a C library's work buffer, a capsule's)."""
+    while isinstance(array, np.ndarray):
+        if np.ndarray.flags.__get__(array).owndata:
+            return False
+        array = np.ndarray.base.__get__(array)
+    return not isinstance(array, (bytes, bytearray, memoryview))
+
+
+def _given_copies(callback, np):
+    """callback, given a copy of each borrowed array among its arguments."""
+    def call(*args, **kwargs):
+        return callback(*(np.array(a) if isinstance(a, np.ndarray) and _borrowed(a, np) else a for a in args),
+                        **kwargs)
+    return call
+
+
+def _copy_arrays_given_to_callbacks() -> None:
+    np = sys.modules.get("numpy")
+    for module_name, holder_name, name in _BORROWING_ENTRY_POINTS:
+        holder = sys.modules.get(module_name)
+        if holder is not None and holder_name is not None:
+            holder = holder.__dict__.get(holder_name)
+        entry = getattr(holder, name, None) if holder is not None else None
+        if entry is None or getattr(entry, "__st_copies_borrowed__", False):
+            continue
+
+        def entry_point(*args, __entry=entry, **kwargs):
+            if cell_is_running():
+                args = tuple(_given_copies(a, np) if callable(a) and not isinstance(a, type) else a for a in args)
+                kwargs = {k: _given_copies(v, np) if callable(v) and not isinstance(v, type) else v
+                          for k, v in kwargs.items()}
+            return __entry(*args, **kwargs)
+        entry_point.__st_copies_borrowed__ = True
+        setattr(holder, name, entry_point if holder_name is None else staticmethod(entry_point))
+        _KEEP.append(entry)
+    svdp = sys.modules.get("scipy.sparse.linalg._svdp")
+    product = getattr(svdp, "_AProd", None)
+    if product is not None and not getattr(product.__call__, "__st_copies_borrowed__", False):
+        original = product.__call__
+
+        def __call__(self, transa, m, n, x, y):   # PROPACK's x is a view of its work array
+            return original(self, transa, m, n, np.array(x) if cell_is_running() else x, y)
+        __call__.__st_copies_borrowed__ = True
+        product.__call__ = __call__
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
@@ -1906,6 +1968,7 @@ def register_library_guards() -> None:
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
     _close_pandas_interchange()
+    _copy_arrays_given_to_callbacks()
     swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on
     _refuse_raw_protocols_on_library_classes()
     _close_string_lookups()

@@ -154,11 +154,55 @@ written = victim == b'PWNED!!!-immutable'
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING N9-3 (FULL ESCAPE, open): MINPACK's callbacks (fsolve, leastsq) hand the "
-                   "cell arrays over scipy's work buffer, freed when the solver returns; a list's item array "
-                   "reuses it and the stale array writes a pointer to a fake bytearray: any address read/written")
 @pytest.mark.parametrize("solver", ["fsolve", "leastsq"])
 def test_solver_callback_arrays_do_not_outlive_their_memory(solver):
+    """N9-3 (FULL ESCAPE when found): the callback's x lay over MINPACK's work buffer, freed when the solver
+    returned; every entry point that does this gives the cell's callables copies (guards._BORROWING_ENTRY_POINTS)."""
     result = run_reporting(UAF.replace("SOLVER", solver), ns=("typeptr", "written"), timeout=120)
     assert "crashed" not in result, result
     assert not result["typeptr"] and not result["written"], json.dumps(result)
+
+
+# Every callback-taking API of numpy and scipy was called with a recording callback (review 9's inventory): these
+# are the ones whose C code handed the callback an array over memory no Python object owns. Each must now give
+# the cell's function arrays that own their memory (or view an array that does), and still solve the problem.
+BORROWING_APIS = {
+    "fsolve": "optimize.fsolve(f, np.zeros(3))",
+    "root hybr": "optimize.root(f, np.zeros(3), method='hybr')",
+    "root hybr jac": "optimize.root(f, np.zeros(3), method='hybr', jac=lambda x: keep(x) * 0 + np.eye(3))",
+    "leastsq": "optimize.leastsq(f, np.zeros(3))",
+    "root lm": "optimize.root(f, np.zeros(3), method='lm')",
+    "odeint": "integrate.odeint(lambda y, t: keep(y) * -1.0, np.ones(3), [0, 0.5, 1.0])",
+    "ode vode": "r = integrate.ode(lambda t, y: keep(y) * -1.0).set_integrator('vode')\nr.set_initial_value(np.ones(3)); r.integrate(1.0)",
+    "ode zvode": "r = integrate.ode(lambda t, y: keep(y) * -1.0).set_integrator('zvode')\nr.set_initial_value(np.ones(3) + 0j); r.integrate(1.0)",
+    "ode lsoda": "r = integrate.ode(lambda t, y: keep(y) * -1.0).set_integrator('lsoda')\nr.set_initial_value(np.ones(3)); r.integrate(1.0)",
+    "ode dopri5 solout": "r = integrate.ode(lambda t, y: keep(y) * -1.0).set_integrator('dopri5')\n"
+                         "r.set_solout(lambda t, y: [keep(y), None][1])\nr.set_initial_value(np.ones(3)); r.integrate(1.0)",
+    "ode dop853": "r = integrate.ode(lambda t, y: keep(y) * -1.0).set_integrator('dop853')\nr.set_initial_value(np.ones(3)); r.integrate(1.0)",
+    "solve_ivp LSODA": "integrate.solve_ivp(lambda t, y: keep(y) * -1.0, (0, 1), np.ones(3), method='LSODA')",
+    "svds propack": "from scipy.sparse.linalg import LinearOperator, svds\nM = np.arange(1.0, 31.0).reshape(6, 5)\n"
+                    "svds(LinearOperator((6, 5), matvec=lambda x: M @ keep(x), rmatvec=lambda x: M.T @ keep(x)), k=2,"
+                    " solver='propack', random_state=0)",
+}
+KEEPER = """import numpy as np
+from scipy import optimize, integrate
+kept = []
+def keep(a):
+    kept.append(a)
+    return a
+def f(x):
+    return keep(x) - 1.0
+def borrowed(a):
+    while isinstance(a, np.ndarray):
+        if a.flags.owndata:
+            return False
+        a = a.base
+    return True
+"""
+
+
+@pytest.mark.parametrize("api", sorted(BORROWING_APIS))
+def test_callbacks_get_arrays_that_own_their_memory(sandbox, api):
+    r = sandbox.run(KEEPER + BORROWING_APIS[api] + "\nbad = [k for k in kept if borrowed(k)]\n")
+    assert r.ok, r
+    assert sandbox.ns["kept"] and sandbox.ns["bad"] == [], r
