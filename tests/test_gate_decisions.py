@@ -156,3 +156,37 @@ def test_a_scipy_array_subclass_keeps_the_tolist_size_check(run):
     assert _refused(r, "limit", "SizeDenied"), r
     r = run(source.format("3") + "m.tolist()", memory_mb=64)
     assert r.ok and r.result_text == "[False, False, False]", r
+
+
+# -- a cell's subclass of a library class (Gates._private_library_subclass) ----------------------------------
+
+def test_a_library_subclass_reads_its_own_private_methods_but_not_the_librarys_state(run):
+    source = "import pandas as pd\nclass D(pd.DataFrame):\n    def _mine(self):\n        return 7\nd = D({'a': [1]})\n"
+    r = run(source + "d._mine()")
+    assert r.ok and r.result_text == "7", r
+    r = run(source + "m = d._mgr")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+# -- super() (Gates._decide_super) ------------------------------------------------------------------------------
+
+def test_super_reads_in_a_cell_class(run):
+    r = run("class C:\n    def __new__(cls):\n        return super().__new__(cls)\n    def __init__(self):\n"
+            "        super().__init__()\n        super().__setattr__('x', 5)\nC().x")
+    assert r.ok and r.result_text == "5", r
+    r = run("class C:\n    def __init__(self):\n        super().__setattr__('__class__', int)\nC()")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+def test_super_reads_a_private_method_of_the_cells_own_parent(run):
+    r = run("class A:\n    def _h(self):\n        return 1\nclass B(A):\n    def g(self):\n        return super()._h()\nB().g()")
+    assert r.ok and r.result_text == "1", r
+    r = run("import fractions\nclass F(fractions.Fraction):\n    def g(self):\n        return super()._numerator\n"
+            "F(1, 2).g()")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+def test_super_new_of_a_library_class_is_refused(run):
+    r = run("import fractions\nclass F(fractions.Fraction):\n    def __new__(cls):\n"
+            "        return super().__new__(cls)\nF()")
+    assert _refused(r, "attribute", "AttributeDenied"), r
