@@ -172,6 +172,51 @@ def test_b2_2_memory_past_the_limit_cannot_be_held_in_memfds(fresh):
         Run(fresh, "for fd in held: os.close(fd)")
 
 
+# Found while fixing B2-2, same class: kernel memory no RSS shows. 400 socketpairs whose send buffers a
+# cell raised to 8 MB (SO_SNDBUF, up to 2 x net.core.wmem_max) held 3.1 GB of queued data for a worker of
+# 30 MB RSS under a 512 MB limit; a pipe grows to pipe-max-size with F_SETPIPE_SZ. Both are refused now
+# (the socket options without a network policy); what stays is each socket's default buffer
+# (net.core.wmem_default, bounded by RLIMIT_NOFILE: docs/security.md).
+
+BUFFER_HOARD = r"""
+pairs, total, refused = [], 0, 0
+for i in range(50):
+    x, y = socket.socketpair()
+    for s_ in (x, y):
+        try:
+            s_.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 24)
+        except OSError:
+            refused += 1
+        s_.setblocking(False)
+        try:
+            while True:
+                total += s_.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+    pairs.append((x, y))
+r, w = os.pipe()
+try:
+    fcntl.fcntl(w, 1031, 1 << 20)   # F_SETPIPE_SZ
+    piped = "grown"
+except OSError as exc:
+    piped = errno.errorcode[exc.errno]
+(total, refused, piped)
+"""
+
+
+def test_b2_2_socket_and_pipe_buffers_cannot_be_grown_past_their_defaults(fresh):
+    with open("/proc/sys/net/core/wmem_default") as fh:
+        default = int(fh.read())
+    r = Run(fresh, BUFFER_HOARD)
+    try:
+        assert r.ok, r.error
+        total, refused, piped = eval(r.text())  # noqa: S307 - the test's own cell: a tuple of numbers and a name
+        assert refused == 100 and piped == "EPERM", (refused, piped)
+        assert total <= 100 * 2 * default, f"{total >> 20} MB queued in 100 sockets (default buffer {default})"
+    finally:
+        Run(fresh, "for x, y in pairs: x.close(); y.close()")
+
+
 # -- B2-3: error events are published without count and outside the cell's caps --------------------------
 # _Relayed._room('error') only compares one frame with done_limit; errors are never charged to the text or
 # display budget, and the kernel's OutputFilter.error caps each (4 kB value + 64 kB traceback) but not

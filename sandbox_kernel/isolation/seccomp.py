@@ -170,6 +170,13 @@ IOCTL_DENIED = {"FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902, "TIOCSPGRP": 0x5410, "
 # (chattr), fs-verity (makes a file read-only for ever), encryption policies, XFS/btrfs subvolumes,
 # clones, versions. Landlock checks ioctls on devices only (ABI 5), never on files and directories.
 IOCTL_TYPES_DENIED = {"f": 0x66, "X": 0x58, "btrfs": 0x94, "v": 0x76}
+# Kernel memory no RSS shows and RLIMIT_AS does not bound: a pipe's buffer grown with F_SETPIPE_SZ (up to
+# pipe-max-size each), and without a network policy a socket's buffers grown with SO_SNDBUF/SO_RCVBUF:
+# 400 socketpairs with 8 MB send buffers held 3.1 GB of queued data for a worker of 30 MB RSS under a
+# 512 MB limit (net.core.wmem_max 4 MB). At the defaults a pipe holds 64 kB and a socket wmem_default.
+F_SETPIPE_SZ = 1031
+SOL_SOCKET = 1
+SOCKET_BUFFER_OPTIONS = {"SO_SNDBUF": 7, "SO_RCVBUF": 8, "SO_SNDBUFFORCE": 32, "SO_RCVBUFFORCE": 33}
 # mknod file types other than a regular file: FIFOs (a FIFO in the notebook's place hangs the Jupyter
 # server's next read of it), devices and sockets (Landlock's MAKE_* rights are not granted either).
 MKNOD_TYPES_DENIED = {"S_IFIFO": 0o010000, "S_IFCHR": 0o020000, "S_IFBLK": 0o060000, "S_IFSOCK": 0o140000}
@@ -262,6 +269,8 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     for cmd in FCNTL_DENIED.values():
         for name in ("fcntl", "fcntl64"):
             rule(eperm, name, sc.Arg(1, sc.MASKED_EQ, U32, cmd))
+    for name in ("fcntl", "fcntl64"):
+        rule(eperm, name, sc.Arg(1, sc.MASKED_EQ, U32, F_SETPIPE_SZ))
     for req in IOCTL_DENIED.values():
         rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, U32, req))
     for kind in IOCTL_TYPES_DENIED.values():
@@ -321,6 +330,8 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
         # the abstract namespace the worker shares with the host (squatting X11's, D-Bus's, any
         # program's name: their bind fails with EADDRINUSE); named ones Landlock refuses (MAKE_SOCK).
         rule(eperm, "bind")
+        for option in SOCKET_BUFFER_OPTIONS.values():
+            rule(eperm, "setsockopt", sc.Arg(1, sc.MASKED_EQ, U32, SOL_SOCKET), sc.Arg(2, sc.MASKED_EQ, U32, option))
         rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFF00, IOCTL_SOCKET_TYPE << 8))
     # socketpair: AF_UNIX streams only (asyncio's self-pipe). A datagram pair can sendto() any named or
     # abstract Unix socket on the host, which Landlock does not check before ABI 6 (named: never).
