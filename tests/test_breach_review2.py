@@ -36,7 +36,7 @@ Log of attempt classes (one line each):
   worker ends itself: kill(getpid(), SIGXCPU), os._exit(86), own SIGKILL ................ FINDING B2-11 (low-medium: told and audited by: kernel, worker_claim: false as a CPU/memory limit)
   AIO: io_setup(aio-max-nr) ........................................................... FINDING B2-10 (low-medium: machine-wide AIO budget taken; every other process's io_setup gets EAGAIN)
   POSIX timers / RT signals (per-user RLIMIT_SIGPENDING budget, 96 360 timers taken) .... observed, not filed: the kernel process uses no RT signal or timer_create; same class as B2-10
-  prctl(PR_SCHED_CORE, SHARE_TO, pid): another process's core-scheduling cookie .......... not testable here (EINVAL: SMT inactive); prctl is unfiltered but for PDEATHSIG, so on an SMT host
+  prctl(PR_SCHED_CORE, SHARE_TO, pid): another process's core-scheduling cookie .......... not testable here (EINVAL: SMT inactive); prctl was unfiltered but for PDEATHSIG (PR_SCHED_CORE refused since), so on an SMT host
     only ptrace_may_access stands between a worker and a dumpable same-user process (the kernel is non-dumpable)
   hard link to a file outside ......................................................... held (refused; Landlock)
   named Unix socket bind (outside) ; listen() on a socketpair socket .................... held (Landlock MAKE_SOCK; EINVAL)
@@ -791,6 +791,10 @@ tryit("mount", ctypes.c_char_p(b"none"), ctypes.c_char_p(b"."), ctypes.c_char_p(
 tryit("kill", ppid, 0)
 tryit("setpriority", 1, 0, 10)     # PRIO_PGRP
 tryit("prctl", 1, 0, 0, 0, 0)      # PR_SET_PDEATHSIG 0
+try:                               # PR_SCHED_CORE, SHARE_TO the kernel (refused since review 2)
+    results["prctl core"] = sc("prctl", 62, 2, ppid, 0, 0)
+except OSError as exc:
+    results["prctl core"] = errno.errorcode.get(exc.errno, exc.errno)
 tryit("memfd_create", ctypes.c_char_p(b"x"), 0)   # refused since B2-2; execveat of any fd is tried then
 fd = results["memfd_create"] if type(results["memfd_create"]) is int else os.open("/dev/null", os.O_RDONLY)
 tryit("execveat", fd, ctypes.c_char_p(b""), 0, 0, 0x1000)

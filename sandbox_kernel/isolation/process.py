@@ -875,9 +875,11 @@ class WorkerBackend:
                     deliver(note)
                 refused = w.tasks_refused - refused_before
                 if refused:  # the host's own count: a fact, not the worker's claim
+                    more = ("; after that many refusals this worker starts no more threads (restart the "
+                            "kernel for a fresh one)" if w.tasks_refused >= TASK_REFUSALS else "")
                     deliver({"type": "stream", "name": "stderr",
                              "text": f"[sandbox] {refused} new threads of this cell were refused: a sandbox "
-                                     f"worker may hold at most {w.max_tasks} threads at once\n"})
+                                     f"worker may hold at most {w.max_tasks} threads at once{more}\n"})
                 return done, emit_error
             if relayed.keep(event, w.channel.last_length):
                 deliver(event)

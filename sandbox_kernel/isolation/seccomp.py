@@ -53,6 +53,7 @@ NETLINK_ROUTE = 0
 SOCK_TYPE_MASK = 0xF
 SOCK_STREAM, SOCK_SEQPACKET = 1, 5
 PR_SET_PDEATHSIG = 1
+PR_SCHED_CORE = 62
 SCMP_UNKNOWN_NAME = -1  # libseccomp: no such name; its other negative answers: not on this architecture
 
 # Architectures the kernel level supports, by libseccomp token (= AUDIT_ARCH_*): the highest system
@@ -257,6 +258,9 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     # The parent-death signal (SIGKILL when the kernel dies) was set before any cell ran; changing it
     # would let the worker outlive its kernel.
     rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SET_PDEATHSIG))
+    # Core scheduling cookies are shared with a process named by pid (PR_SCHED_CORE_SHARE_TO/FROM): a
+    # scheduling change to another process, held back only by a ptrace-mode check (review 2, not filed).
+    rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SCHED_CORE))
     # A second listener would take the host's place in deciding the worker's new tasks (the kernel
     # allows one per filter chain already; this holds if that ever changes).
     rule(eperm, "seccomp", sc.Arg(1, sc.MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
