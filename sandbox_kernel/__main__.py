@@ -6,6 +6,9 @@
     python -m sandbox_kernel mcp [--transport stdio|http] [--policy NAME] [--isolation LEVEL] ...
                                                          (MCP server; needs the `mcp` extra)
     python -m sandbox_kernel audit [--policy P] [--isolation L] [--json]   (the self-audit's canaries)
+    python -P -m sandbox_kernel eg-launch --kernel-id ID --response-address IP:PORT --public-key KEY
+                                          [--port-range L..H] [kernel options]
+                             (Enterprise Gateway's kernel launcher protocol; needs the `gateway` extra)
 """
 from __future__ import annotations
 
@@ -161,6 +164,11 @@ def main(argv: list[str] | None = None) -> int | None:
         from .audit.cli import main as audit_main
 
         return audit_main(argv[1:])
+    if argv and argv[0] == "eg-launch":
+        _strip_cwd_from_path()
+        from .gateway_launcher import main as eg_launch_main
+
+        return eg_launch_main(argv[1:])
     if argv and argv[0] in ("-h", "--help", "help"):
         print(__doc__)
         return 0
