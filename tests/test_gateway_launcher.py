@@ -10,8 +10,10 @@ host, the communication port recorded) and sends signals, polls and the listener
 communication port with EG's own methods. jupyter_client then connects to the kernel with that
 connection information and runs sandboxed cells.
 
-Not covered here: a whole Enterprise Gateway server, and Kubernetes (EG's KubernetesProcessProxy makes
-the pod; what runs inside it is this launcher, exercised the same way).
+A whole Enterprise Gateway server (`jupyter enterprisegateway`, EG's DistributedProcessProxy on this host)
+then runs a SandboxSession through its REST and WebSocket API with a kernelspec whose argv is this
+launcher. Not covered: Kubernetes, Docker and YARN (EG's KubernetesProcessProxy makes the pod and talks to
+the Kubernetes API; what runs inside the pod is this launcher, exercised the same way here).
 """
 from __future__ import annotations
 
@@ -291,7 +293,16 @@ def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sand
 
     # EG's shutdown of a kernel in a container: a shutdown_request to the kernel, then the listener's
     # shutdown; the kernel ends by itself (EG then deletes the pod).
-    kc.shutdown()
+    shutdown_id = kc.shutdown()
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "no shutdown_reply"
+        try:
+            msg = kc.control_channel.get_msg(timeout=0.5)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") == shutdown_id:
+            break
     assert gateway.ask(container_shutdown_listener=True) is None
     assert launcher.wait(60) == 0
     log.seek(0)
@@ -313,6 +324,113 @@ def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launche
     assert launcher.wait(60) == 0
     assert not alive(kernel_pid)
     assert gateway.ask(poll=True) is False
+
+
+# -- a whole Enterprise Gateway server -------------------------------------------------------------
+
+EG_TOKEN = "eg-test-token-7a2d"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launchers_of(kernel_id: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if b"eg-launch" in argv and kernel_id.encode() in argv and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+@pytest.fixture(scope="module")
+def enterprise_gateway(tmp_path_factory):
+    """`jupyter enterprisegateway` (EG's interpreter) on loopback with a kernelspec whose argv runs
+    this launcher through EG's DistributedProcessProxy: for a host that is the gateway's own, EG runs
+    the argv as a local process and then treats it as a remote kernel (handshake, communication port)."""
+    pytest.importorskip("Cryptodome", reason="the launcher needs pycryptodomex (the `gateway` extra)")
+    missing = _eg_available()
+    if missing:
+        pytest.skip(f"Enterprise Gateway is not importable by {EG_PYTHON} ({missing}); see SANDBOX_EG_PYTHON")
+    root = tmp_path_factory.mktemp("eg")
+    spec_dir = root / "share" / "jupyter" / "kernels" / "sandboxed-python-eg"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "display_name": "Sandboxed Python (Enterprise Gateway)", "language": "python",
+        "interrupt_mode": "signal",   # interrupts go through the communication port to the launcher
+        "metadata": {"process_proxy": {
+            "class_name": "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy",
+            "config": {"remote_hosts": "localhost"}}},
+        "argv": [sys.executable, "-P", "-m", "sandbox_kernel", "eg-launch", "--kernel-id", "{kernel_id}",
+                 "--port-range", "{port_range}", "--response-address", "{response_address}",
+                 "--public-key", "{public_key}", "--ip", "127.0.0.1"]}))
+    port = free_port()
+    env = {**os.environ, "JUPYTER_PATH": str(root / "share" / "jupyter"), "EG_RESPONSE_IP": "127.0.0.1",
+           "EG_RESPONSE_PORT": str(free_port()), "EG_KERNEL_LOG_DIR": str(root),
+           "EG_UNAUTHORIZED_USERS": "nobody"}   # EG refuses kernels to root by default; tests may run as root
+    log = open(root / "gateway.log", "w+")
+    proc = subprocess.Popen([EG_PYTHON, "-m", "enterprise_gateway", "--ip=127.0.0.1", f"--port={port}",
+                             f"--EnterpriseGatewayApp.auth_token={EG_TOKEN}"],
+                            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/api", headers={
+                "Authorization": f"token {EG_TOKEN}"}), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+    if proc.poll() is not None:
+        log.seek(0)
+        pytest.fail(f"Enterprise Gateway did not start:\n{log.read()[-3000:]}")
+    yield url, root
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def test_a_sandboxed_session_through_enterprise_gateway(enterprise_gateway):
+    from sandbox_kernel.client import SandboxSession, SandboxTimeout
+
+    url, root = enterprise_gateway
+    with SandboxSession(gateway_url=url, gateway_headers={"Authorization": f"token {EG_TOKEN}"},
+                        kernel_name="sandboxed-python-eg") as session:
+        r = session.run("print('via enterprise gateway')\n6 * 7")
+        assert r.ok and r.output == "via enterprise gateway\n" and r.result == "42", r.error
+        assert r.isolation == "kernel" and {"landlock", "seccomp"} <= set(r.os_layers)
+        r = session.run("import os\nos.system('id')")
+        assert r.error.denial and r.denials[0].kind == "import"
+        status = session.status()
+        assert status.where == "gateway" and status.kernel_alive and not status.degraded
+        kernel_id = session.session._transport.kernel_id
+        (launcher,) = launchers_of(kernel_id)
+        session.run("kept = 1")
+        with pytest.raises(SandboxTimeout):   # the client interrupts through EG: SIGINT via the launcher
+            session.run("while True:\n    pass", timeout=3)
+        assert session.run("kept").result == "1"
+    # Closing the session deletes the kernel: EG's shutdown_request, SIGTERM and listener shutdown.
+    deadline = time.monotonic() + 60
+    while alive(launcher):
+        assert time.monotonic() < deadline, "the launcher outlived the kernel's deletion"
+        time.sleep(0.2)
+    kernel_log = (root / f"kernel-{kernel_id}.log").read_text()
+    assert "gateway: signal 2 for the kernel" in kernel_log and "gateway: shutdown" in kernel_log, kernel_log
 
 
 # -- arguments (no gateway needed) -----------------------------------------------------------------
