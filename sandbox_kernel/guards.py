@@ -793,6 +793,13 @@ def _guard_plotly_show(fn, gates):
     def show(fig, *args, **kwargs):
         if gates.display is None:
             gates.deny(CallDenied("plotly.io.show", "there is no display here"))
+        if isinstance(fig, dict):
+            # pio.show({'data': ..., 'layout': ...}): plotly validates the dict into a figure (and raises
+            # on a bad one) before it renders; so does this, and the figure is shown as a chart, not as
+            # the dict's repr. validate=False skips what plotly.js ignores instead of raising.
+            import plotly.graph_objects as go
+
+            fig = go.Figure(fig, skip_invalid=kwargs.get("validate", True) is False)
         gates.display(fig)
     return runtime_callable(show)
 

@@ -88,8 +88,11 @@ class SandboxKernel(IPythonKernel):
              "(seconds), memory_mb, output_bytes; null means unlimited.").tag(config=True)
     max_output_bytes = Int(1_000_000, help="Per-cell cap on text output (streams, text/plain, "
                                            "tracebacks); head and tail are kept.").tag(config=True)
-    max_display_bytes = Int(20_000_000, help="Per-cell cap on rich display data (HTML, images, "
-                                             "Plotly JSON).").tag(config=True)
+    max_display_bytes = Int(5_000_000, help="Per-cell cap on rich display data (HTML, images, Plotly JSON, "
+                                            "counted as published, every copy included), separate from "
+                                            "the text cap and the policy's output limit: a display over "
+                                            "it is named on one stderr line and the reply says "
+                                            "truncated.").tag(config=True)
     mime_allowlist = List(Unicode(), default_value=list(DEFAULT_MIME_ALLOWLIST),
                           help="MIME types sandboxed output may carry.").tag(config=True)
     extra_mime_types = List(Unicode(), default_value=[],
@@ -540,6 +543,9 @@ class SandboxKernel(IPythonKernel):
             policy, notes = self._apply_controls(parsed.controls, policy)
         except MagicError as exc:
             return fail("SandboxDenied", exc.message, [f"SandboxDenied: {exc.message}"], [exc.record()])
+        # The cell's own output limit (%%sandbox --output, a policy it selected) cuts its text here: the
+        # engine runs with one no lower than the display cap (_engine_limits).
+        cell.set_text_bytes(self.output_filter.text_cap(policy.limits.output_bytes))
         if not silent:
             self._publish_streams(cell.stream("stdout", notes) if notes else [])
         for skipped in parsed.skipped:   # IPython lines not run; the rest of the cell runs
@@ -602,7 +608,11 @@ class SandboxKernel(IPythonKernel):
                     self._publish_streams(chunks)
             elif kind in ("display", "result"):
                 filtered = cell.bundle(event.get("data"), event.get("metadata"))
-                if filtered is None or silent:
+                notices = cell.take_notices()  # a display over the display limit, named on one line
+                if silent:
+                    return
+                if filtered is None:
+                    self._publish_streams(notices)
                     return
                 data, metadata = filtered
                 if kind == "result":
@@ -611,6 +621,7 @@ class SandboxKernel(IPythonKernel):
                                                      "metadata": metadata})
                 else:
                     self._publish("display_data", {"data": data, "metadata": metadata, "transient": {}})
+                self._publish_streams(notices)
             elif kind == "error":
                 traceback = event.get("traceback") or []
                 denial = event.get("denial")
@@ -635,8 +646,9 @@ class SandboxKernel(IPythonKernel):
 
         self._running.set()
         try:
-            done = self.backend.run_cell(source, emit=emit, policy=policy, limits=policy.limits,
-                                         execution_count=count, display_bytes=cell.rich_bytes)
+            done = self.backend.run_cell(source, emit=emit, policy=policy,
+                                         limits=_engine_limits(policy.limits, cell), execution_count=count,
+                                         display_bytes=cell.upstream_bytes)
         except BaseException as exc:  # noqa: B902 - the backend failed: report, never crash the kernel
             # A limit can escape the engine (an alarm firing while it disarms); make sure no timer
             # keeps interrupting the kernel between cells.
@@ -842,7 +854,7 @@ class SandboxKernel(IPythonKernel):
         out = {}
         for name, expression in (expressions or {}).items():
             try:
-                result = self.backend.evaluate(str(expression), policy=policy, display_bytes=cell.rich_bytes)
+                result = self.backend.evaluate(str(expression), policy=policy, display_bytes=cell.upstream_bytes)
             except Exception as exc:
                 result = {"status": "error", "ename": "SandboxError", "evalue": str(exc), "traceback": []}
             if result.get("status") == "ok":
@@ -1071,6 +1083,17 @@ def _silence_alarm() -> None:
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
         signal.signal(signal.SIGALRM, signal.SIG_IGN)
+
+
+def _engine_limits(limits, cell):
+    """The limits the backend runs a cell under: the policy's, but with an output limit no lower than
+    what the cell may display. The engine (and the worker) count a cell's displays against its output
+    limit and replace the rest by a note; the kernel's display cap is separate from the text limit
+    (outputfilter.CellOutput: the text stays cut to the policy's limit here, whatever the engine sends),
+    so the engine must pass displays on up to CellOutput.upstream_bytes."""
+    if limits.output_bytes is None or limits.output_bytes >= cell.upstream_bytes:
+        return limits
+    return dataclasses.replace(limits, output_bytes=cell.upstream_bytes)
 
 
 def _empty_summary(policy: str, isolation: str) -> dict:

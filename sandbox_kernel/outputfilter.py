@@ -16,11 +16,13 @@ dropped:
 * Plotly JSON: rebuilt against plotly's own schema (plotlyfigure.py);
 * PNG and JPEG: decoded, checked for their signature, re-encoded; JSON: plain JSON data.
 
-A per-cell budget caps text and rich data separately; every copy that leaves the kernel counts,
+A per-cell budget caps text (the policy's output limit, within the operator's max_output_bytes) and
+rich data (the operator's max_display_bytes) separately; every copy that leaves the kernel counts,
 including the copies in the execute_reply summary. Sizes are checked before any work is done on a
 value, and all work here is linear in what is kept, because it runs in the kernel's process outside
 every cell limit. Streams keep their head live and their tail at the end, with a marker saying how
-much was cut.
+much was cut; a display left out for the display limit is named on a line of its own (stderr), and
+either makes the reply's `truncated` true.
 """
 from __future__ import annotations
 
@@ -60,6 +62,14 @@ _ACTIVE_JSON_TYPE = re.compile(
 
 class OutputRejected(ValueError):
     """A MIME value that cannot be published safely."""
+
+
+class OverDisplayLimit(OutputRejected):
+    """A MIME value larger than what is left of the cell's display budget (named on a line of its own)."""
+
+    def __init__(self, size: int):
+        super().__init__("over the cell's display limit")
+        self.size = size
 
 
 def allowed_extra_type(mime: str) -> bool:
@@ -495,6 +505,11 @@ class CellOutput:
     Each returns what to publish."""
 
     TRACEBACK_BYTES = 64_000
+    # The engine and the worker pass on display data up to this many times the display cap before they
+    # replace it by a note: the cap counts what the kernel publishes, and a chart's lists of numbers
+    # leave packed (plotlyfigure.pack_numbers) at about half the size they arrive with.
+    UPSTREAM_FACTOR = 2
+    MAX_NOTICES = 20  # lines naming a display left out; later ones are counted in one line at the end
     # Messages, not only bytes: 10,000 tiny displays are 7 MB of envelopes, and a client that reads
     # slowly loses the tail (the cell's `idle` status included) to ZeroMQ's high-water mark.
     MAX_DISPLAYS = 500
@@ -502,11 +517,8 @@ class CellOutput:
 
     def __init__(self, allowlist, text_bytes: int, rich_bytes: int):
         self.allowlist = tuple(allowlist)
-        self.text_bytes = max(int(text_bytes), 200)
         self.rich_bytes = max(int(rich_bytes), 0)
-        # Streams publish live up to the head; the last `tail_bytes` are held back until finish.
-        self.tail_bytes = self.text_bytes // 4
-        self.head_bytes = self.text_bytes - self.tail_bytes
+        self.set_text_bytes(text_bytes)
         self.text_used = 0
         self.rich_used = 0
         self.cut_bytes = 0
@@ -519,11 +531,45 @@ class CellOutput:
         self.displays_dropped = 0         # not yet reported by finish()
         self.displays_dropped_total = 0
         self.stream_messages = 0
+        self.displays_cut = 0             # displays left out: over the display limit
+        self.copies_cut = 0               # charts left out of the reply summary: over the display limit
+        self.notices: list[tuple[str, str]] = []  # lines for the kernel to publish now (take_notices)
+        self._notices_held = 0            # displays cut past MAX_NOTICES: one line at finish()
         self._chart_ids: dict[int, tuple] = {}  # id(raw figure) -> (raw, clean): reused by the summary
 
     @property
     def truncated(self) -> bool:
-        return self.cut_bytes > 0 or self.displays_dropped_total > 0
+        return bool(self.cut_bytes or self.displays_dropped_total or self.displays_cut or self.copies_cut)
+
+    def set_text_bytes(self, text_bytes: int) -> None:
+        """The text budget (a cell's %%sandbox may change its policy's output limit after the cell's
+        first notes): streams publish live up to the head; the last `tail_bytes` are held back until
+        finish."""
+        self.text_bytes = max(int(text_bytes), 200)
+        self.tail_bytes = self.text_bytes // 4
+        self.head_bytes = self.text_bytes - self.tail_bytes
+
+    @property
+    def upstream_bytes(self) -> int:
+        """The display data the engine and the worker may pass on for this cell (UPSTREAM_FACTOR)."""
+        return self.rich_bytes * self.UPSTREAM_FACTOR
+
+    def take_notices(self) -> list[tuple[str, str]]:
+        """The lines naming displays left out since the last call, as (stream name, text)."""
+        out, self.notices = self.notices, []
+        return out
+
+    def _display_cut(self, what: str, size: int | None) -> None:
+        """A display left out for the display limit: counted (the reply says truncated) and named on one
+        line of stderr. The line is the kernel's own text, never the cell's."""
+        self.displays_cut += 1
+        if self.displays_cut > self.MAX_NOTICES:
+            self._notices_held += 1
+            return
+        of = f" of {_fmt_bytes(size)}" if size else ""
+        used = f"; {_fmt_bytes(self.rich_used)} already shown" if self.rich_used else ""
+        self.notices.append(("stderr", f"[sandbox] {what}{of} not shown: over the cell's display limit of "
+                                       f"{_fmt_bytes(self.rich_bytes)}{used}\n"))
 
     def _note_filtered(self, mime: str, reason: str) -> None:
         """The reply's record of a value removed. A MIME key is the cell's text (and reasons quote it):
@@ -581,7 +627,11 @@ class CellOutput:
 
     def finish(self) -> list[tuple[str, str]]:
         """The held-back tail, after a marker when anything was cut."""
-        out = []
+        out = self.take_notices()
+        if self._notices_held:
+            out.append(("stderr", f"[sandbox] {self._notices_held:,} more displays not shown: over the cell's "
+                                  f"display limit of {_fmt_bytes(self.rich_bytes)}\n"))
+            self._notices_held = 0
         if self.cut_bytes:
             out.append(("stderr", f"\n[... output truncated: {_fmt_bytes(self.cut_bytes)} cut "
                                   f"(the cell's text limit is {_fmt_bytes(self.text_bytes)}) ...]\n"))
@@ -603,7 +653,7 @@ class CellOutput:
             if not isinstance(value, str):
                 raise OutputRejected("text/html must be a string")
             if len(value) > room:
-                raise OutputRejected("over the cell's display limit")
+                raise OverDisplayLimit(len(value))
             return "text/html", sanitize_html(value)
         if mime == "text/markdown":
             if not isinstance(value, str):
@@ -616,7 +666,7 @@ class CellOutput:
             return mime, self._plotly(value)
         if mime in ("image/png", "image/jpeg"):
             if isinstance(value, str) and len(value) > room:
-                raise OutputRejected("over the cell's display limit")
+                raise OverDisplayLimit(len(value))
             return mime, validate_image(value, mime)
         if mime.startswith("text/"):
             raise OutputRejected(f"{mime} cannot be rebuilt by the kernel")
@@ -642,7 +692,16 @@ class CellOutput:
             return None
         self.displays += 1
         clean: dict = {}
+        over = None
         text = data.get("text/plain")
+        if len(data) == 1 and isinstance(text, str) and len(text) < 200:
+            upstream = _UPSTREAM_NOTE.fullmatch(text)
+            if upstream:  # the engine or the worker left this display out (past UPSTREAM_FACTOR x the cap)
+                size = upstream.group(2) or upstream.group(3)
+                size = int(size.replace(",", "")) if upstream.group(2) else int(float(size) * 1_000_000)
+                self._display_cut("a chart" if upstream.group(1) == "chart" else "a display", size)
+                self._note_filtered("display", "over the cell's display limit")
+                return None
         for mime, value in data.items():
             if mime == "text/plain":
                 continue
@@ -655,6 +714,8 @@ class CellOutput:
                 published, value = self._rich_value(mime, value)
             except OutputRejected as exc:
                 self._note_filtered(mime, str(exc))
+                if isinstance(exc, OverDisplayLimit) and over is None:
+                    over = (_describe({mime: None}), exc.size)  # one line for the display
                 if mime == "text/markdown" and isinstance(value, str) and not isinstance(text, str):
                     text = value  # too long to render: still readable as text
                 continue
@@ -662,13 +723,12 @@ class CellOutput:
                 clean[published] = value
         rich_size = sum(_size(v) for v in clean.values())
         if clean and self.rich_used + rich_size > self.rich_bytes:
-            self.cut_bytes += rich_size
             for mime in clean:
                 self._note_filtered(mime, "over the cell's display limit")
-            note = (f"[display of {_fmt_bytes(rich_size)} omitted: over the cell's display limit "
-                    f"of {_fmt_bytes(self.rich_bytes)}]")
-            text = (text + "\n" if isinstance(text, str) else "") + note
-            clean = {}
+            over = (_describe(clean), rich_size)
+            clean = {}  # its text/plain (a figure's one-line summary, a repr) is still published
+        if over is not None:
+            self._display_cut(*over)
         self.rich_used += rich_size if clean else 0
         if PLOTLY_MIME in clean:
             self.charts.append(clean[PLOTLY_MIME])
@@ -730,7 +790,7 @@ class CellOutput:
             return None
         size = _size(clean)
         if self.rich_used + size > self.rich_bytes:
-            self.cut_bytes += size
+            self.copies_cut += 1  # the chart was shown (or named as not shown); the reply lacks its copy
             self._note_filtered(PLOTLY_MIME, "left out of the reply summary: over the cell's display "
                                              "limit (each copy counts)")
             return None
@@ -748,6 +808,26 @@ class CellOutput:
         kept = clean_text(kept)
         self.text_used += _size(kept)
         return kept
+
+
+# The notes the engine (engine._bundle, _seed002_result) and the worker (isolation/worker.py) publish in
+# place of a display they did not pass on. Recognised so that the cell's reply says truncated and the
+# display is named on one line, like one the kernel left out. (A cell that displays such text itself
+# only gets that line for it.)
+_UPSTREAM_NOTE = re.compile(r"\[(display|chart) of (?:([\d,]{1,20}) bytes not shown: the cell's output is capped at "
+                            r"[\d,]{1,20} bytes|([\d.]{1,12}) MB not shown: over the cell's display limit of "
+                            r"[\d.]{1,12} MB)\]")
+
+
+def _describe(clean: dict) -> str:
+    """What a display was, for the line that says it was not shown."""
+    if PLOTLY_MIME in clean:
+        return "a Plotly chart"
+    if "image/png" in clean or "image/jpeg" in clean:
+        return "an image"
+    if "text/html" in clean:
+        return "an HTML display"
+    return "a display"
 
 
 _METADATA_KEYS = {"width", "height", "expanded", "unconfined", "isolated"}
@@ -771,7 +851,7 @@ class OutputFilter:
     """The operator's output settings; hands out one CellOutput per cell."""
 
     def __init__(self, allowlist=DEFAULT_MIME_ALLOWLIST, text_bytes: int = 1_000_000,
-                 rich_bytes: int = 20_000_000):
+                 rich_bytes: int = 5_000_000):
         kept = [m for m in allowlist if m in _REBUILT or allowed_extra_type(m)]
         self.ignored = [m for m in allowlist if m not in kept]
         # Import the renderers now, in the kernel, not at the first output: at level `none` outputs are
@@ -784,8 +864,11 @@ class OutputFilter:
         self.rich_bytes = rich_bytes
 
     def cell(self, output_bytes: int | None = None) -> CellOutput:
-        """The budget of one cell: the policy's output limit caps text and displays each, within the
-        operator's caps."""
-        text = self.text_bytes if output_bytes is None else min(output_bytes, self.text_bytes)
-        rich = self.rich_bytes if output_bytes is None else min(output_bytes, self.rich_bytes)
-        return CellOutput(self.allowlist, text, rich)
+        """The budget of one cell: the policy's output limit caps its text, within the operator's text
+        cap; displays have the operator's display cap (max_display_bytes), whatever the text limit: a
+        chart of a few MB is no flood of text (issue 11)."""
+        return CellOutput(self.allowlist, self.text_cap(output_bytes), self.rich_bytes)
+
+    def text_cap(self, output_bytes: int | None) -> int:
+        """A cell's text budget under a policy's output limit (None: unlimited), within the operator's."""
+        return self.text_bytes if output_bytes is None else min(output_bytes, self.text_bytes)

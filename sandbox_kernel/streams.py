@@ -103,11 +103,21 @@ class OutputStreams:
         self._tail_size = 0
         self._cut = 0
         self._captured: list[str] = []
-        self.truncated = False
+        self._flagged = False
         self.stdout = _Stream(self, "stdout")
         self.stderr = _Stream(self, "stderr")
 
     _busy = False
+
+    @property
+    def truncated(self) -> bool:
+        """Whether anything of the cell's output was left out: text cut here, or a display the engine
+        did not pass on (it sets this; the display's own note says what and why)."""
+        return self._cut > 0 or self._flagged
+
+    @truncated.setter
+    def truncated(self, value: bool) -> None:
+        self._flagged = self._flagged or bool(value)
 
     def write(self, name: str, text: str) -> None:
         if not text:
@@ -145,7 +155,6 @@ class OutputStreams:
             text = text[len(head):]
             if not text:
                 return
-        self.truncated = True
         self._tail.append((name, text))
         self._tail_size += len(text)
         while self._tail_size > self._tail_budget and self._tail:
@@ -199,9 +208,10 @@ class OutputStreams:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        if self.truncated:
+        if self._cut:  # a marker only when text was cut (a display left out has its own note)
             marker = f"\n[... {self._cut:,} characters of output cut ...]\n"
             self._emit({"type": "stream", "name": "stderr", "text": marker})
+        if self._tail:
             for name, text in self._tail:
                 self._pending.append((name, text))
                 if name == "stdout":

@@ -55,26 +55,34 @@ def test_html_loses_classes_and_remote_urls(kernel):
 
 def test_output_caps_count_displays_and_the_reply_summary(kernel):
     """Issue 8, 2: six copies of a big chart published 18.5 MB plus an 18.5 MB copy in the reply
-    under a 1 MB output limit, and reported truncated=False."""
+    under a 1 MB output limit, and reported truncated=False. Issue 11, 8: displays have a cap of their
+    own (max_display_bytes, 5 MB), separate from the text limit; every copy still counts, and each
+    display left out is named on one stderr line."""
     msg_id = kernel.kc.execute(
         "%%sandbox --output 1000000\n"
         "big = {'data': [{'type': 'scatter', 'y': list(range(100_000))}]}\n"
-        "result = {'chart': [big] * 6}")
+        "result = {'chart': [big] * 12}")
     reply = kernel.kc.get_shell_msg(timeout=120)
     assert reply["parent_header"]["msg_id"] == msg_id
     summary = reply["metadata"]["sandbox"]
-    sent = 0
+    sent, charts, notes = 0, 0, []
     while True:
         msg = kernel.kc.get_iopub_msg(timeout=30)
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         if msg["msg_type"] in ("display_data", "execute_result"):
             sent += len(json.dumps(msg["content"]["data"]))
+            charts += "application/vnd.plotly.v1+json" in msg["content"]["data"]
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stderr":
+            notes.append(msg["content"]["text"])
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
     in_reply = len(json.dumps(summary["charts"]))
-    assert 500_000 < sent + in_reply <= 1_000_000 + 10_000
-    assert summary["truncated"] is True  # the engine's cap (level none) or the kernel's filter cut it
+    assert 4_000_000 < sent + in_reply <= 5_000_000 + 10_000
+    assert charts == 9 and len(notes) == 3  # 533 kB each, packed: 9 fit the 5 MB display cap
+    assert all(re.fullmatch(r"\[sandbox\] a Plotly chart of 53\d\.\d kB not shown: over the cell's display limit "
+                            r"of 5\.0 MB; 4\.8 MB already shown\n", n) for n in notes), notes
+    assert summary["truncated"] is True
     assert alive(kernel)
 
 

@@ -232,12 +232,59 @@ def test_map_subplot_named_only_by_a_trace_gets_the_blank_style():
     assert not SAFE_MAP_STYLE["sources"] and "sprite" not in SAFE_MAP_STYLE
 
 
-def test_large_numeric_arrays_are_passed_through_not_copied():
-    x = list(np.random.default_rng(1).normal(size=50_000))
-    x = [float(v) for v in x]
+def test_large_numeric_arrays_leave_as_typed_arrays():
+    """Issue 11, 8: long lists of plain numbers leave in plotly.js's typed-array form (half the bytes
+    of their JSON text for floats), decoded to the same numbers; mixed or short lists stay lists."""
+    x = [float(v) for v in np.random.default_rng(1).normal(size=50_000)]
     y = list(x)
-    clean = validate_figure({"data": [{"type": "scattergl", "x": x, "y": y, "customdata": [[v, "a"] for v in x[:100]]}]})
-    assert clean["data"][0]["x"] is x and clean["data"][0]["y"] is y
+    text_size = len(json.dumps(x))
+    clean = validate_figure({"data": [{"type": "scattergl", "x": x, "y": y, "customdata": [[v, "a"] for v in x[:100]],
+                                       "marker": {"size": list(range(2000)), "color": [1.5] * 2000}}]})
+    trace = clean["data"][0]
+    assert trace["x"]["dtype"] == "f8" and np.frombuffer(base64.b64decode(trace["x"]["bdata"]), "<f8").tolist() == x
+    assert len(json.dumps(trace["x"])) < 0.6 * text_size
+    assert trace["marker"]["size"]["dtype"] == "i2" and trace["marker"]["color"]["dtype"] == "f8"
+    assert trace["customdata"] == [[v, "a"] for v in x[:100]]
+    for kept in ([1, 2, 3], [1.0, None] * 1000, [True] * 2000, [2 ** 60] * 2000, ["1"] * 2000):
+        out = validate_figure({"data": [{"type": "scatter", "y": kept}]})["data"][0].get("y")
+        assert out == kept or out is None  # a list (or dropped where it is not data), never packed
+    rows = [[float(i * j) for j in range(50)] for i in range(40)]
+    z = validate_figure({"data": [{"type": "heatmap", "z": rows}]})["data"][0]["z"]
+    assert z["shape"] == "40, 50" and np.frombuffer(base64.b64decode(z["bdata"])).reshape(40, 50).tolist() == rows
+
+
+@pytest.mark.parametrize("spec, kept", [
+    ({"dtype": "f8", "bdata": "AAAAAAAA8D8="}, True),
+    ({"dtype": "i4", "bdata": "AQAAAAIAAAADAAAABAAAAA==", "shape": "2, 2"}, True),
+    ({"dtype": "i4", "bdata": "AQAAAAIAAAADAAAABAAAAA==", "shape": [2, 2]}, True),   # kept as text
+    ({"dtype": "u1", "bdata": "AQID", "shape": 3}, True),
+    ({"dtype": "f8", "bdata": "AAAAAAAA8D8"}, False),            # not padded base64
+    ({"dtype": "f8", "bdata": "AAAA"}, False),                   # 3 bytes: not a whole float64
+    ({"dtype": "i4", "bdata": "AQAAAAIAAAADAAAABAAAAA==", "shape": "3, 2"}, False),  # shape does not match
+    ({"dtype": "i4", "bdata": "AQAAAAIAAAADAAAABAAAAA==", "shape": "1, 1, 2, 2"}, False),  # 4 dimensions
+    ({"dtype": "f16", "bdata": "AAAA"}, False),                  # plotly.js throws on it
+    ({"dtype": "uint8_clamped", "bdata": "AAAA"}, False),
+    ({"dtype": "f8", "bdata": "AAAAAAAA8D8=", "url": "x"}, False),
+    ({"dtype": "f8", "bdata": "AAAAAAAA8D8=\n"}, False),
+])
+def test_typed_arrays_are_checked_and_kept(spec, kept):
+    out = validate_figure({"data": [{"type": "scatter", "y": spec}]})["data"][0].get("y")
+    if kept:
+        assert out["bdata"] == spec["bdata"] and out["dtype"] == spec["dtype"]
+        assert "shape" not in spec or out["shape"] == (", ".join(map(str, spec["shape"])) if isinstance(
+            spec["shape"], list) else str(spec["shape"]))
+    else:
+        assert out is None
+
+
+def test_numpy_arrays_keep_plotlys_own_encoding():
+    """plotly.py (6 and later) writes numpy arrays as typed arrays: they pass unchanged."""
+    fig = go.Figure(go.Scattergl(x=np.arange(5000), y=np.random.default_rng(2).normal(size=5000),
+                                 marker={"size": np.full(5000, 4.0)}))
+    raw = json.loads(pio.to_json(fig))
+    clean = validate_figure(raw)
+    assert clean["data"][0]["x"] == raw["data"][0]["x"] and clean["data"][0]["y"] == raw["data"][0]["y"]
+    assert clean["data"][0]["marker"]["size"] == raw["data"][0]["marker"]["size"]
 
 
 # -- item 4: image sources and URL-parser quirks -------------------------------------------------------

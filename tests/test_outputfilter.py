@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from sandbox_kernel.outputfilter import (OutputFilter, OutputRejected, clean_text, pack_message,
-                                         render_markdown, sanitize_html, validate_image)
+from sandbox_kernel.outputfilter import (CellOutput, OutputFilter, OutputRejected, clean_text, pack_message,
+                                         render_markdown, sanitize_html, validate_image, validate_plotly)
 
 PLOTLY = "application/vnd.plotly.v1+json"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
@@ -315,34 +315,74 @@ def test_small_output_is_untouched():
     assert cell.finish() == [] and not cell.truncated
 
 
-def test_display_over_the_rich_budget_becomes_a_note():
+def test_display_over_the_rich_budget_is_named_on_one_line():
+    """Issue 11, 8: the display is left out, its text/plain stays, one stderr line names it and the
+    limit; nothing textual was cut, so no text-cut marker."""
     cell = OutputFilter(rich_bytes=1000).cell()
     fig = {"data": [{"type": "scatter", "y": list(range(1000))}]}
     data, _ = cell.bundle({PLOTLY: fig, "text/plain": "Figure"})
-    assert set(data) == {"text/plain"} and "omitted" in data["text/plain"]
-    assert cell.truncated
+    assert data == {"text/plain": "Figure"} and cell.truncated
+    notices = cell.take_notices()
+    assert len(notices) == 1 and notices[0][0] == "stderr"
+    assert re.fullmatch(r"\[sandbox\] a Plotly chart of [\d.]+ kB not shown: over the cell's display limit of "
+                        r"1\.0 kB\n", notices[0][1]), notices
+    assert cell.take_notices() == [] and cell.finish() == []
+    assert cell.filtered[0] == {"mime": PLOTLY, "reason": "over the cell's display limit"}
 
 
-def test_policy_output_limit_caps_displays_too():
-    """Issue 8, 2: under a 1 MB output limit a cell published 18.5 MB of charts."""
-    cell = OutputFilter().cell(output_bytes=1_000_000)
-    big = {"data": [{"type": "scatter", "y": list(range(100_000))}]}
-    published = 0
+def test_display_limit_is_separate_from_the_text_limit():
+    """Issue 11, 8: a 1 MB policy output limit cuts text; displays have their own cap (issue 8, 2 kept:
+    the cap still bounds a cell's charts)."""
+    cell = OutputFilter(rich_bytes=3_500_000).cell(output_bytes=1_000_000)
+    assert cell.text_bytes == 1_000_000 and cell.rich_bytes == 3_500_000 and cell.upstream_bytes == 7_000_000
+    big = {"data": [{"type": "scatter", "y": [i + 0.5 for i in range(100_000)]}]}
+    published = shown = 0
     for _ in range(6):
-        bundle = cell.bundle({PLOTLY: big, "text/plain": "Figure"})
-        published += len(json.dumps(bundle[0]))
-    assert published < 1_100_000 and cell.truncated
+        data, _ = cell.bundle({PLOTLY: json.loads(json.dumps(big)), "text/plain": "Figure"})
+        published += len(json.dumps(data))
+        shown += PLOTLY in data
+    assert shown == 3 and 3_000_000 < published < 3_500_000 and cell.truncated  # 1.07 MB each, packed
+    assert len(cell.take_notices()) == 3
+
+
+def test_notes_of_the_engine_and_the_worker_are_named_like_the_kernels():
+    """A display the engine or the worker replaced by a note (past twice the cap) reads as the kernel's
+    own line, and the reply says truncated."""
+    cell = OutputFilter(rich_bytes=1_000_000).cell()
+    for note in ("[display of 12,345,678 bytes not shown: the cell's output is capped at 2,000,000 bytes]",
+                 "[chart of 3,000,000 bytes not shown: the cell's output is capped at 2,000,000 bytes]",
+                 "[display of 12.3 MB not shown: over the cell's display limit of 2.0 MB]"):
+        assert cell.bundle({"text/plain": note}) is None
+    lines = [text for _, text in cell.take_notices()]
+    assert lines == ["[sandbox] a display of 12.3 MB not shown: over the cell's display limit of 1.0 MB\n",
+                     "[sandbox] a chart of 3.0 MB not shown: over the cell's display limit of 1.0 MB\n",
+                     "[sandbox] a display of 12.3 MB not shown: over the cell's display limit of 1.0 MB\n"]
+    assert cell.truncated and cell.finish() == []
+    other = OutputFilter().cell()
+    assert other.bundle({"text/plain": "[display of many bytes not shown]"})[0] == {
+        "text/plain": "[display of many bytes not shown]"}
+    assert not other.truncated
+
+
+def test_many_displays_over_the_limit_are_summed_up():
+    cell = OutputFilter(rich_bytes=1000).cell()
+    for _ in range(CellOutput.MAX_NOTICES + 7):
+        cell.bundle({"text/html": "<p>" + "x" * 2000 + "</p>"})
+    assert len(cell.take_notices()) == CellOutput.MAX_NOTICES
+    assert cell.finish() == [("stderr", "[sandbox] 7 more displays not shown: over the cell's display limit "
+                                        "of 1.0 kB\n")]
 
 
 def test_summary_copies_count_against_the_same_budget():
     cell = OutputFilter(rich_bytes=2_000_000).cell()
-    fig = {"data": [{"type": "scatter", "y": list(range(100_000))}]}
-    size = len(json.dumps(fig))
+    fig = {"data": [{"type": "scatter", "y": [i + 0.5 for i in range(80_000)]}]}
+    size = len(json.dumps(validate_plotly(json.loads(json.dumps(fig)))))
     assert 600_000 < size < 1_000_000
     assert cell.bundle({PLOTLY: fig}) is not None        # published: one copy
-    assert cell.charge_chart(fig)["data"] == fig["data"]  # the summary's copy fits: two
+    assert cell.charge_chart(fig) is not None            # the summary's copy fits: two
     assert cell.charge_chart(fig) is None                # a third does not
-    assert cell.truncated and "reply summary" in cell.filtered[-1]["reason"]
+    assert cell.truncated and "reply summary" in cell.filtered[-1]["reason"] and cell.cut_bytes == 0
+    assert cell.finish() == []                           # no text was cut: no text-cut marker
     text_cell = OutputFilter(text_bytes=1000).cell()
     text_cell.stream("stdout", "x" * 700)
     assert len(text_cell.charge_text("y" * 700)) == 300 and text_cell.truncated
