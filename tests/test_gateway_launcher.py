@@ -213,7 +213,7 @@ def launched(tmp_path):
          "--public-key", hello["public_key"], "--spark-context-initialization-mode", "none",
          "--kernel-class-name", "ipykernel.ipkernel.IPythonKernel", "--ip", "127.0.0.1",
          "--SandboxKernel.isolation=kernel"],
-        cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+        cwd=workdir, env={**os.environ, "TMPDIR": str(tmp_path)}, stdout=log, stderr=subprocess.STDOUT)
     kc = None
     try:
         handshake = gateway.read()
@@ -242,7 +242,7 @@ def launched(tmp_path):
         log.close()
 
 
-def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sandboxed(launched):
+def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sandboxed(launched, tmp_path):
     gateway, launcher, kc, handshake, (low, high), log = launched
     received, loaded = handshake["received"], handshake["loaded"]
     # What EG's ResponseManager decrypted: the connection file and the launcher's process information.
@@ -258,6 +258,9 @@ def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sand
     with open(f"/proc/{kernel_pid}/cmdline", "rb") as fh:
         argv = fh.read().split(b"\0")
     assert argv[1:5] == [b"-P", b"-m", b"sandbox_kernel", b"-f"] and b"--SandboxKernel.isolation=kernel" in argv
+    (connection_file,) = tmp_path.glob("kernel-*/connection.json")   # private, outside the working directory
+    assert argv[5] == str(connection_file).encode() and connection_file.stat().st_mode & 0o077 == 0
+    assert connection_file.parent.stat().st_mode & 0o077 == 0
 
     reply, outputs = run_cell(kc, "sum(range(10)) * 2")
     assert reply["content"]["status"] == "ok", outputs
@@ -309,6 +312,7 @@ def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sand
     assert "did not end" not in log.read()                   # it ended by itself, without SIGTERM
     assert not alive(kernel_pid)
     assert gateway.ask(poll=True) is False                   # the port is closed: EG's "no process"
+    assert not list(tmp_path.glob("kernel-*"))              # the connection file's directory is gone
 
 
 def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launcher(launched):
@@ -324,6 +328,26 @@ def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launche
     assert launcher.wait(60) == 0
     assert not alive(kernel_pid)
     assert gateway.ask(poll=True) is False
+
+
+def test_the_kernel_ends_with_its_launcher(launched):
+    gateway, launcher, kc, handshake, _, log = launched
+    (kernel_pid,) = children(launcher.pid)
+    launcher.send_signal(signal.SIGTERM)                     # a pod being deleted
+    assert launcher.wait(60) == 0
+    assert not alive(kernel_pid)
+    assert gateway.ask(poll=True) is False
+
+
+def test_the_kernel_dies_even_when_its_launcher_is_killed(launched):
+    gateway, launcher, kc, handshake, _, log = launched
+    (kernel_pid,) = children(launcher.pid)
+    launcher.kill()
+    launcher.wait(30)
+    deadline = time.monotonic() + 30
+    while alive(kernel_pid):                                 # PR_SET_PDEATHSIG, set before exec
+        assert time.monotonic() < deadline, "the kernel outlived its killed launcher"
+        time.sleep(0.1)
 
 
 # -- a whole Enterprise Gateway server -------------------------------------------------------------
@@ -361,17 +385,19 @@ def enterprise_gateway(tmp_path_factory):
     if missing:
         pytest.skip(f"Enterprise Gateway is not importable by {EG_PYTHON} ({missing}); see SANDBOX_EG_PYTHON")
     root = tmp_path_factory.mktemp("eg")
-    spec_dir = root / "share" / "jupyter" / "kernels" / "sandboxed-python-eg"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "display_name": "Sandboxed Python (Enterprise Gateway)", "language": "python",
-        "interrupt_mode": "signal",   # interrupts go through the communication port to the launcher
-        "metadata": {"process_proxy": {
-            "class_name": "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy",
-            "config": {"remote_hosts": "localhost"}}},
-        "argv": [sys.executable, "-P", "-m", "sandbox_kernel", "eg-launch", "--kernel-id", "{kernel_id}",
-                 "--port-range", "{port_range}", "--response-address", "{response_address}",
-                 "--public-key", "{public_key}", "--ip", "127.0.0.1"]}))
+    # `signal`: interrupts go through the communication port to the launcher; `message`: the control channel.
+    for mode in ("signal", "message"):
+        spec_dir = root / "share" / "jupyter" / "kernels" / f"sandboxed-python-eg-{mode}"
+        spec_dir.mkdir(parents=True)
+        (spec_dir / "kernel.json").write_text(json.dumps({
+            "display_name": f"Sandboxed Python (Enterprise Gateway, {mode})", "language": "python",
+            "interrupt_mode": mode,
+            "metadata": {"process_proxy": {
+                "class_name": "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy",
+                "config": {"remote_hosts": "localhost"}}},
+            "argv": [sys.executable, "-P", "-m", "sandbox_kernel", "eg-launch", "--kernel-id", "{kernel_id}",
+                     "--port-range", "{port_range}", "--response-address", "{response_address}",
+                     "--public-key", "{public_key}", "--ip", "127.0.0.1"]}))
     port = free_port()
     env = {**os.environ, "JUPYTER_PATH": str(root / "share" / "jupyter"), "EG_RESPONSE_IP": "127.0.0.1",
            "EG_RESPONSE_PORT": str(free_port()), "EG_KERNEL_LOG_DIR": str(root),
@@ -405,12 +431,13 @@ def enterprise_gateway(tmp_path_factory):
     log.close()
 
 
-def test_a_sandboxed_session_through_enterprise_gateway(enterprise_gateway):
+@pytest.mark.parametrize("interrupt_mode", ["signal", "message"])
+def test_a_sandboxed_session_through_enterprise_gateway(enterprise_gateway, interrupt_mode):
     from sandbox_kernel.client import SandboxSession, SandboxTimeout
 
     url, root = enterprise_gateway
     with SandboxSession(gateway_url=url, gateway_headers={"Authorization": f"token {EG_TOKEN}"},
-                        kernel_name="sandboxed-python-eg") as session:
+                        kernel_name=f"sandboxed-python-eg-{interrupt_mode}") as session:
         r = session.run("print('via enterprise gateway')\n6 * 7")
         assert r.ok and r.output == "via enterprise gateway\n" and r.result == "42", r.error
         assert r.isolation == "kernel" and {"landlock", "seccomp"} <= set(r.os_layers)
@@ -421,7 +448,7 @@ def test_a_sandboxed_session_through_enterprise_gateway(enterprise_gateway):
         kernel_id = session.session._transport.kernel_id
         (launcher,) = launchers_of(kernel_id)
         session.run("kept = 1")
-        with pytest.raises(SandboxTimeout):   # the client interrupts through EG: SIGINT via the launcher
+        with pytest.raises(SandboxTimeout):   # the client interrupts through EG's REST API
             session.run("while True:\n    pass", timeout=3)
         assert session.run("kept").result == "1"
     # Closing the session deletes the kernel: EG's shutdown_request, SIGTERM and listener shutdown.
@@ -430,7 +457,9 @@ def test_a_sandboxed_session_through_enterprise_gateway(enterprise_gateway):
         assert time.monotonic() < deadline, "the launcher outlived the kernel's deletion"
         time.sleep(0.2)
     kernel_log = (root / f"kernel-{kernel_id}.log").read_text()
-    assert "gateway: signal 2 for the kernel" in kernel_log and "gateway: shutdown" in kernel_log, kernel_log
+    assert "gateway: shutdown" in kernel_log, kernel_log
+    # In signal mode the interrupt was EG's SIGINT relayed by the launcher; in message mode it was not.
+    assert ("gateway: signal 2 for the kernel" in kernel_log) == (interrupt_mode == "signal"), kernel_log
 
 
 # -- arguments (no gateway needed) -----------------------------------------------------------------
