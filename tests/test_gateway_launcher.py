@@ -234,8 +234,12 @@ def launched(tmp_path):
         if kc is not None:
             kc.stop_channels()
         if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
+            launcher.terminate()                             # ends the kernel and removes its files
+            try:
+                launcher.wait(30)
+            except subprocess.TimeoutExpired:
+                launcher.kill()
+                launcher.wait()
         gateway.close()
         log.seek(0)
         print(log.read()[-4000:])
@@ -315,7 +319,7 @@ def test_the_handshake_reaches_enterprise_gateways_code_and_the_kernel_runs_sand
     assert not list(tmp_path.glob("kernel-*"))              # the connection file's directory is gone
 
 
-def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launcher(launched):
+def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launcher(launched, tmp_path):
     gateway, launcher, kc, handshake, _, log = launched
     (kernel_pid,) = children(launcher.pid)
     reply, outputs = run_cell(kc, "40 + 2")
@@ -326,15 +330,17 @@ def test_a_signal_through_the_communication_port_ends_the_kernel_and_the_launche
     time.sleep(1)
     assert gateway.ask(shutdown_listener=True) is None
     assert launcher.wait(60) == 0
+    assert not list(tmp_path.glob("kernel-*"))
     assert not alive(kernel_pid)
     assert gateway.ask(poll=True) is False
 
 
-def test_the_kernel_ends_with_its_launcher(launched):
+def test_the_kernel_ends_with_its_launcher(launched, tmp_path):
     gateway, launcher, kc, handshake, _, log = launched
     (kernel_pid,) = children(launcher.pid)
     launcher.send_signal(signal.SIGTERM)                     # a pod being deleted
     assert launcher.wait(60) == 0
+    assert not list(tmp_path.glob("kernel-*"))
     assert not alive(kernel_pid)
     assert gateway.ask(poll=True) is False
 
