@@ -255,8 +255,8 @@ def main(argv=None):
                 mutants.append((module, q, no_c, op, occ, start, end))
         print(f"{len(mutants)} mutants in {len(scope)} decision functions", flush=True)
         if args.survivors_of:
-            # Matched by function, operator and position inside the function (line from its def, column),
-            # found again in the earlier run's commit: the same mutant even when commits since moved it.
+            # Matched by function, operator, the text of the mutated line and the column (found again in the
+            # earlier run's commit): the same mutant even when commits since moved it.
             earlier = json.loads(Path(args.survivors_of).read_text())
             wanted = set()
             survivors = [m for m in earlier["mutants"] if m["outcome"] == "survived"]
@@ -268,16 +268,15 @@ def main(argv=None):
                 old_ranges = function_ranges(src, [q for m, q, _ in read_scope() if m == module])
                 where = {(op, occ): (start, q, k) for op, occ, start, _, q, k in
                          _numbered(enumerate_mutants(old_file, operators, old_ranges))}
+                old_lines = src.splitlines()
                 for m in survivors:
                     if m["module"] == module and (m["operator"], m["occurrence"]) in where:
                         start, q, k = where[(m["operator"], m["occurrence"])]
-                        wanted.add((module, q, m["operator"], start[0] - old_ranges[q][0], start[1], k))
-            now = {}
-            for module, _ in by_module:
-                path = copies[False if (module, False) in by_module else True] / "sandbox_kernel" / module
-                now[module] = function_ranges(path.read_text(), [q for m, q, _ in read_scope() if m == module])
+                        wanted.add((module, q, m["operator"], old_lines[start[0] - 1].strip(), start[1], k))
+            lines = {module: (copies[False if (module, False) in by_module else True] / "sandbox_kernel" / module)
+                     .read_text().splitlines() for module, _ in by_module}
             ks = {(m[0], m[3], m[4]): k for m, k in zip(mutants, _ks([(m[0], m[3], m[5]) for m in mutants]))}
-            keyed = {(m[0], m[1], m[3], m[5][0] - now[m[0]][m[1]][0], m[5][1], ks[(m[0], m[3], m[4])]): m
+            keyed = {(m[0], m[1], m[3], lines[m[0]][m[5][0] - 1].strip(), m[5][1], ks[(m[0], m[3], m[4])]): m
                      for m in mutants}
             for gone in sorted(wanted - set(keyed)):
                 print(f"not found at this commit (its function changed): {gone}", flush=True)

@@ -190,3 +190,41 @@ def test_super_new_of_a_library_class_is_refused(run):
     r = run("import fractions\nclass F(fractions.Fraction):\n    def __new__(cls):\n"
             "        return super().__new__(cls)\nF()")
     assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+# -- module attributes (Gates._decide_module) -------------------------------------------------------------------
+
+def test_a_missing_module_attribute_suggests_importing_the_submodule(run):
+    r = run("import json\njson.nosuch")
+    assert r.error_name == "AttributeError" and "try 'import json.nosuch'" in r.error_value, r
+    r = run("import json\njson.dumps([1])")
+    assert r.ok and r.result_text == "'[1]'", r
+
+
+# -- builtins that read attributes (Gates.builtin_hasattr, builtin_getattr) -----------------------------------
+
+def test_hasattr_answers_false_for_a_missing_attribute(run):
+    r = run("class C:\n    pass\nc = C()\nc.x = 1\n(hasattr(c, 'x'), hasattr(c, 'nope'), hasattr(1, 'real'), hasattr(1, 'nope'))")
+    assert r.ok and r.result_text == "(True, False, True, False)", r
+    r = run("class C:\n    pass\n(getattr(C(), 'nope', 5), getattr(1, 'real', 5))")
+    assert r.ok and r.result_text == "(5, 1)", r
+
+
+# -- writes to functions (Gates.write) ----------------------------------------------------------------------
+
+def test_only_the_cells_own_functions_take_attributes(run):
+    r = run("def f():\n    pass\nf.flag = 1\nf.__doc__ = 'mine'\n(f.flag, f.__doc__)")
+    assert r.ok and r.result_text == "(1, 'mine')", r
+    r = run("import statistics\nstatistics.mean.flag = 1")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+    r = run("def f():\n    pass\nf.__defaults__ = (1,)")
+    assert _refused(r, "attribute", "AttributeDenied"), r
+
+
+def test_a_decimal_context_precision_is_bounded_and_only_there(run):
+    r = run("import decimal\nctx = decimal.Context()\nctx.prec = 10**12")
+    assert _refused(r, "limit", "SizeDenied"), r
+    r = run("import decimal\nctx = decimal.Context()\nctx.prec = 50\nctx.Emax = 10**12\n(ctx.prec, ctx.Emax)")
+    assert r.ok and r.result_text == "(50, 1000000000000)", r
+    r = run("class C:\n    pass\nc = C()\nc.prec = 10**12\nc.prec == 10**12")
+    assert r.ok and r.result_text == "True", r
