@@ -54,10 +54,33 @@ def test_open_is_unavailable_under_strict(strict, outside):
     assert not (strict.workdir / "local.txt").exists()
 
 
-@pytest.mark.parametrize("name", ["BaseException", "KeyboardInterrupt", "GeneratorExit", "SystemExit"])
+@pytest.mark.parametrize("name", ["BaseException", "KeyboardInterrupt", "SystemExit"])
 def test_base_exceptions_are_not_names(run, name):
     r = run(f"x = {name}")
     assert not r.ok and r.error_name in ("NameError", "BuiltinDenied"), r
+
+
+# GeneratorExit is a builtin (a generator's `except GeneratorExit:` cleanup is everyday code; no limit derives
+# from it, so `except GeneratorExit` catches no limit). It is the one BaseException a cell can raise, so every
+# place the engine runs a cell's code must end it as the cell's error, never let it past the engine.
+GENERATOR_EXITS = {
+    "result repr": "class M:\n    def __repr__(self):\n        raise GeneratorExit('r')\n"
+                   "    def _repr_html_(self):\n        raise GeneratorExit('h')\nM()",
+    "print": "class M:\n    def __repr__(self):\n        raise GeneratorExit('r')\nprint(M())",
+    "exception str": "class E(Exception):\n    def __str__(self):\n        raise GeneratorExit('s')\nraise E()",
+    "subclass raised": "class G(GeneratorExit):\n    pass\nraise G('g')",
+    "library callback": "import pandas as pd\nclass K:\n    def __eq__(self, o):\n        raise GeneratorExit('eq')\n"
+                        "    __hash__ = object.__hash__\nk = K()\npd.Series([k, K()]).apply(lambda v: v == k)",
+    "help": "class D:\n    @property\n    def __doc__(self):\n        raise GeneratorExit('d')\nhelp(D())",
+}
+
+
+@pytest.mark.parametrize("route", sorted(GENERATOR_EXITS))
+def test_a_cells_generator_exit_stays_the_cells_error(sandbox, route):
+    r = sandbox.run(GENERATOR_EXITS[route])
+    assert r.done["status"] in ("ok", "error"), r
+    after = sandbox.run("x = 1 + 1\nprint(x)")
+    assert after.ok and after.stdout == "2\n", after
 
 
 @pytest.mark.parametrize("expr", ["print.__self__", "len.__self__", "sum.__module__ and len.__self__",
