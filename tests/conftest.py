@@ -152,3 +152,20 @@ def host_secret(tmp_path):
     (tmp_path / "secret.txt").write_text(secret + "\n")
     yield secret
     sys.modules.pop(HOST_SECRET_MODULE, None)
+
+
+# -- what the run measured, printed after it ------------------------------------------------------------
+
+def pytest_configure(config):
+    import time
+    config._sandbox_started = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The branch coverage the generated attacks reached in the security core (test_fuzz_attacks.py writes
+    it; under xdist a worker does, so it goes through a file), when this run wrote it."""
+    from pathlib import Path
+    report = Path(__file__).parent / "artifacts" / "fuzz-coverage.txt"
+    if report.exists() and report.stat().st_mtime >= getattr(config, "_sandbox_started", 0):
+        terminalreporter.write_sep("-", "generated attacks: coverage of the security core")
+        terminalreporter.write_line(report.read_text().rstrip())

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,10 @@ from fuzz_child import run_batch
 
 SEED = 20261126
 CELLS = int(os.environ.get("SANDBOX_FUZZ_CELLS", "40"))
+FUZZ_COVERAGE = Path(__file__).parent / "artifacts" / "fuzz-coverage.txt"   # conftest prints it after the run
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+import fuzz as fuzz_script  # noqa: E402  (scripts/fuzz.py: the long run's coverage summary, reused)
 
 
 def _described(findings: list) -> str:
@@ -28,14 +34,20 @@ def _described(findings: list) -> str:
                        f"{f['cell']}" for f in findings)
 
 
-def test_generated_attacks_find_nothing():
-    batch = run_batch(seed=SEED, count=CELLS)
+def test_generated_attacks_find_nothing(tmp_path):
+    coverage_file = str(tmp_path / ".coverage") if fuzz_script._coverage_installed() else None
+    batch = run_batch(seed=SEED, count=CELLS, coverage_file=coverage_file)
     assert not batch.findings, f"{len(batch.findings)} finding(s) in {batch.cells} cells:\n" + \
         _described(batch.findings)
     assert batch.returncode == 0 and batch.cells == CELLS, batch
     # the cells attacked: some were refused, and some ran to the end (the epilogue's escalations ran)
     denials = sum(n for ename, n in batch.outcomes.items() if ename.endswith("Denied"))
     assert denials and batch.outcomes.get("ok"), batch.outcomes
+    if coverage_file and os.path.exists(coverage_file):
+        # the branch coverage these cells reach in the security core: printed at the end of the run (conftest)
+        summary = fuzz_script._coverage_summary([(coverage_file, batch.sources)], str(tmp_path))
+        FUZZ_COVERAGE.parent.mkdir(exist_ok=True)
+        FUZZ_COVERAGE.write_text(f"{CELLS} generated cells, seed {SEED}: {summary}\n")
 
 
 # -- the oracles can fire ---------------------------------------------------------------------------------
