@@ -1,6 +1,6 @@
 """All prototype configurations in ONE process, interleaved round-robin with plain CPython.
 
-The prototypes (docs/notes-performance.md) are switches in a patched COPY of sandbox_kernel; the
+The prototypes (the first session's profiling; docs/performance.md) are switches in a patched COPY of sandbox_kernel; the
 engine's own files are not touched:
 
     mkdir /tmp/proto && cp -r sandbox_kernel /tmp/proto/
