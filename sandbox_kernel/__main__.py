@@ -124,11 +124,16 @@ def run_notebook(path: str, *, kernel_name: str = "sandboxed-python", timeout: f
             status = 1
             failure = str(exc).strip().splitlines()
             print("\nA cell failed:\n" + "\n".join(failure[-20:]), file=out)
-    for index, cell in enumerate(nb.cells, 1):
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":   # the notebook's own explanations, as text: the run reads as a tour
+            print("\n" + cell.source.strip(), file=out)
+            continue
         if cell.cell_type != "code":
             continue
         tag = " [raises-exception]" if "raises-exception" in cell.metadata.get("tags", []) else ""
-        print(f"\n--- cell {index}{tag} ---", file=out)
+        # numbered as the kernel numbers it (In [n]), which is the number denials and %sandbox_audit give
+        count = cell.get("execution_count")
+        print(f"\n--- cell In [{count if count is not None else ' '}]{tag} ---", file=out)
         print(_indent(cell.source), file=out)
         for output in cell.get("outputs", []):
             print(_indent(_output_text(output), "  | "), file=out)

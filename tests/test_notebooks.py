@@ -79,7 +79,11 @@ def test_run_command_prints_each_cells_outputs():
                           os.path.join(ROOT, "notebooks", "tour.ipynb")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "--- cell" in out.stdout and "[raises-exception]" in out.stdout
+    assert "--- cell In [1]" in out.stdout and "[raises-exception]" in out.stdout
+    # the tour's explanations are printed too (its first markdown cell's heading)
+    first_markdown = next(c for c in nbformat.read(os.path.join(ROOT, "notebooks", "tour.ipynb"), as_version=4).cells
+                          if c.cell_type == "markdown").source.strip().splitlines()[0]
+    assert first_markdown in out.stdout
     assert "application/vnd.plotly.v1+json" in out.stdout and "best city" in out.stdout
     assert not os.path.exists(os.path.join(ROOT, "notebooks", "tour-sales.csv"))
 
