@@ -478,10 +478,11 @@ class SandboxKernel(IPythonKernel):
             elif worker.get("reason") == "unavailable":
                 self._audit_event("worker_unavailable", isolation=self.current_isolation,
                                   message=getattr(self._backend, "startup_error", None))
-            if output is not None and output.cut_bytes:
+            if output is not None and (output.cut_bytes or output.displays_cut):
+                left_out = f", {output.displays_cut} displays left out" if output.displays_cut else ""
                 self._audit_event("limit", kind="limit", target="output", by="kernel", worker_claim=False,
-                                  message=f"{output.cut_bytes} bytes of the cell's output were cut at its limits "
-                                          f"(text {output.text_bytes} bytes, displays {output.rich_bytes} bytes)")
+                                  message=f"{output.cut_bytes} bytes of the cell's text were cut{left_out} at its "
+                                          f"limits (text {output.text_bytes} bytes, displays {output.rich_bytes} bytes)")
             if self._audit_dropped:
                 self._audit_event("audit_dropped", records=self._audit_dropped,
                                   message=f"the cell added more than {_AUDIT_RECORDS_PER_CELL} records; "
