@@ -80,7 +80,14 @@ class SandboxViolation(Exception):
     def set_line(self, line: int | None) -> None:
         if line and not self.line:
             self.line = line
-            self.args = (self.sentence(),)
+            self.refresh()
+
+    def refresh(self) -> None:
+        """The text after the policy or line was filled in. ImportError's str() is its `msg`, set once by its
+        constructor: a caught ImportDenied said neither policy nor line."""
+        self.args = (self.sentence(),)
+        if isinstance(self, ImportError):
+            self.msg = self.args[0]
 
     def record(self) -> dict:
         return {

@@ -449,7 +449,7 @@ class Gates:
     def deny(self, exc: SandboxViolation):
         exc.policy = exc.policy or self.policy.name
         exc.set_line(_cell_line())
-        exc.args = (exc.sentence(),)
+        exc.refresh()
         genuine(exc)
         if not self._quiet:
             self.on_denial(exc)

@@ -92,6 +92,17 @@ def test_caught_denials_are_still_recorded(engine):
     assert [d["target"] for d in done["denials"]] == ["subprocess"]
 
 
+def test_a_caught_denial_says_its_policy_and_line(engine):
+    """What the cell prints of a caught denial is the same sentence as the record (ImportError's str() is its
+    msg, which the policy and line used to miss)."""
+    events, done = run(engine, "try:\n    import subprocess\nexcept ImportError as e:\n    print(e)\n"
+                               "try:\n    open('/etc/passwd')\nexcept PermissionError as e:\n    print(e)\n")
+    assert done["status"] == "ok", done
+    printed = stdout(events).splitlines()
+    assert printed[0].startswith("import of 'subprocess' is not allowed by policy 'data-science' (line 2)"), printed
+    assert "by policy 'data-science' (line 6)" in printed[1], printed
+
+
 def _tight(engine, **limits):
     return dataclasses.replace(engine.policy.limits, **limits)
 
