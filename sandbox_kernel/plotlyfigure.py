@@ -243,6 +243,8 @@ def pack_rows(rows: list):
     """A rectangular list of rows of plain numbers (a heatmap's z) as a 2-D typed array, or None."""
     if len(rows) < 2 or set(map(type, rows)) != {list} or len(set(map(len, rows))) != 1:
         return None
+    if len(set(map(id, rows))) != len(rows):
+        return None  # one row in many places: the walk refuses the figure (not JSON data)
     width = len(rows[0])
     if width == 0 or len(rows) * width < PACK_MIN_ITEMS:
         return None

@@ -804,6 +804,7 @@ def plotly_page(tmp_path_factory):
                 page.wait_for_timeout(250)
             return result, sorted(set(requests))
 
+        render.page = page
         yield render
         browser.close()
     server.shutdown()
@@ -826,6 +827,32 @@ def test_in_the_browser_honest_figures_draw_without_errors_or_requests(plotly_pa
     for name in ("scatter", "choropleth", "scatter_geo", "annotated", "animation", "dropdown", "sankey", "table"):
         result, requests = plotly_page(validate_figure(HONEST[name]))
         assert (name, requests, result["error"]) == (name, [], None)
+
+
+def test_in_the_browser_packed_numbers_draw_as_the_numbers(plotly_page):
+    """Issue 11, 8: lists the kernel packed into typed arrays (ints, floats, marker arrays, a heatmap's
+    rows) are decoded by plotly.js into the same numbers, without errors or requests."""
+    x = list(range(3000))
+    y = [i / 7 - 100.25 for i in x]
+    rows = [[i * 40 + j for j in range(40)] for i in range(30)]
+    fig = {"data": [{"type": "scatter", "x": x, "y": y, "mode": "markers",
+                     "marker": {"size": [4 + i % 3 for i in x], "color": [float(i) for i in x]}},
+                    {"type": "heatmap", "z": rows, "xaxis": "x2", "yaxis": "y2"}],
+           "layout": {"xaxis2": {"domain": [0.6, 1]}, "xaxis": {"domain": [0, 0.5]}, "yaxis2": {"anchor": "x2"}}}
+    clean = validate_figure(json.loads(json.dumps(fig)))
+    trace, heat = clean["data"]
+    assert (trace["x"]["dtype"], trace["y"]["dtype"], trace["marker"]["size"]["dtype"], heat["z"]["dtype"],
+            heat["z"]["shape"]) == ("i2", "f8", "i1", "i2", "30, 40")
+    result, requests = plotly_page(clean)
+    assert (requests, result["error"]) == ([], None)
+    drawn = plotly_page.page.evaluate("""() => {
+        const d = document.getElementById('g')._fullData;
+        return {x: Array.from(d[0].x), y: Array.from(d[0].y), size: Array.from(d[0].marker.size),
+                color: Array.from(d[0].marker.color), z: d[1].z.map(r => Array.from(r)),
+                points: document.querySelectorAll('.scatterlayer .point').length};
+    }""")
+    assert drawn["x"] == x and drawn["y"] == y and drawn["size"] == [4 + i % 3 for i in x]
+    assert drawn["color"] == [float(i) for i in x] and drawn["z"] == rows and drawn["points"] == 3000
 
 
 def test_junk_keys_leave_nothing_behind_in_the_kernel():
