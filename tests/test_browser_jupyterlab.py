@@ -143,6 +143,16 @@ def test_plotly_chart_renders_interactive(sandboxed):
     assert "honest bars" in cell.locator(".js-plotly-plot .gtitle").text_content()
 
 
+def test_large_plotly_chart_renders_from_typed_arrays(sandboxed):
+    """Issue 11, 8: a 100k-point Scattergl arrives with its numbers as typed arrays (the kernel packed
+    the cell's lists) and jupyterlab-plotly's plotly.js decodes all of them."""
+    cell = sandboxed.notebook.cell(sandboxed.index["plotly_large"])
+    assert cell.locator(".js-plotly-plot").count() == 1, _outputs(sandboxed, "plotly_large")
+    drawn = cell.locator(".js-plotly-plot").evaluate(
+        "gd => [gd._fullData[0].type, gd._fullData[0].x.length, gd._fullData[0].x[99999], gd.data[0].x.dtype]")
+    assert drawn == ["scattergl", 100_000, 99_999, "i4"], drawn
+
+
 def test_markdown_renders_as_formatted_text(sandboxed):
     cell = sandboxed.notebook.cell(sandboxed.index["markdown"])
     assert cell.locator(f"{OUTPUT} h1").count() == 1, _outputs(sandboxed, "markdown")
