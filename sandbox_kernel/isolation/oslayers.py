@@ -81,7 +81,9 @@ def protect_process() -> dict:
     ``clear_refs`` ...) need CAP_SYS_PTRACE or root: no other process of the same user can open them,
     a worker without Landlock included. ``stat``, ``statm``, ``status`` and ``cmdline`` stay readable
     (psutil, jupyter-resource-usage). Costs: no core dumps, no same-user debugger attaching (gdb -p,
-    py-spy). execve resets it, so every worker calls this for itself. Never raises: returns
+    py-spy). execve resets it, so every worker calls this for itself; at level kernel the worker's filter
+    refuses ``PR_SET_DUMPABLE`` afterwards (seccomp.PRCTL_ALLOWED), so a breached worker cannot undo it.
+    Never raises: returns
     ``{"dumpable": False}`` on success, else the reason (``{"dumpable": True, "error": ...}``)."""
     if not sys.platform.startswith("linux"):
         return {"dumpable": None, "error": f"not available on {sys.platform}"}

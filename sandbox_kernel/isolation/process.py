@@ -433,14 +433,37 @@ class WorkerProcess:
         """Memory the worker holds as the host can see it: resident pages (shared ones included) and
         swapped-out ones (/proc/<pid>/status VmRSS + VmSwap). Memory no process owns is not counted:
         memfd pages written and never mapped (memfd_create is refused at level kernel), pipe and socket
-        buffers, files in a tmpfs working directory."""
+        buffers, files in a tmpfs working directory.
+
+        Once the main thread has exited (SYS_exit) while other threads live, the leader is a zombie
+        without an address space and its status has no Vm* lines (review 3, B3-5): the figure is then
+        read from a live thread's status (/proc/<pid>/task/<tid>/status: the threads share one address
+        space, so any live one gives the process's figure; readable while non-dumpable)."""
+        kb = self._memory_kb(f"/proc/{self.pid}/status")
+        if kb is not None:
+            return kb / 1024
         try:
-            kb = 0
-            with open(f"/proc/{self.pid}/status", "rb") as fh:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return None
+        for tid in tids:
+            if tid != str(self.pid):
+                kb = self._memory_kb(f"/proc/{self.pid}/task/{tid}/status")
+                if kb is not None:
+                    return kb / 1024
+        return 0.0 if tids else None
+
+    @staticmethod
+    def _memory_kb(path: str) -> int | None:
+        """VmRSS + VmSwap in one status file; None when it has no VmRSS (a zombie, an exited task)."""
+        try:
+            kb, seen = 0, False
+            with open(path, "rb") as fh:
                 for line in fh:
                     if line.startswith((b"VmRSS:", b"VmSwap:")):
                         kb += int(line.split()[1])
-            return kb / 1024
+                        seen = True
+            return kb if seen else None
         except (OSError, ValueError, IndexError):
             return None
 

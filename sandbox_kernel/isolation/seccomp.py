@@ -20,7 +20,9 @@ before 4 and signals before 6 are refused here on every kernel anyway). Refused 
 can read), so a cell sees a Python ``PermissionError`` instead of the worker dying. Calls from a foreign
 architecture (i386 through ``int 0x80``, x32) kill the whole worker. It also keeps the worker from
 outliving its kernel (``prctl(PR_SET_PDEATHSIG)``) and, without a network policy, from holding
-descriptors in flight (``sendmsg``, ``sendmmsg``: SCM_RIGHTS count against a per-user budget).
+descriptors in flight (``sendmsg``, ``sendmmsg``: SCM_RIGHTS count against a per-user budget). ``prctl``
+is the one allow list (``PRCTL_ALLOWED``, in the second filter): its options change the process's own
+walls (``PR_SET_DUMPABLE``), and the few a library uses are known.
 
 Arguments are compared as 64-bit values. Every "only this value" rule denies on inequality, so a caller
 that puts garbage in the upper half of a 32-bit argument is refused, never let through.
@@ -28,8 +30,8 @@ that puts garbage in the upper half of a 32-bit argument is refused, never let t
 A deny list allows every call its authors never saw. So it fails closed at both ends of time:
 * every system call numbered above the highest one reviewed for the architecture (``REVIEWED_MAX``)
   returns ENOSYS (as on a kernel that lacks it, so libc falls back); libseccomp cannot express a range,
-  so this is a second filter of seven BPF instructions, stacked on libseccomp's (the kernel applies the
-  stricter verdict of the two);
+  so this is a second filter of seven BPF instructions (plus the prctl allow list), stacked on
+  libseccomp's (the kernel applies the stricter verdict of the two);
 * a denied name libseccomp does not know (it is older than the call) is resolved from our own table
   (``UNIFIED_NUMBERS``); a name neither knows makes :func:`apply` raise, so the worker does not start,
   rather than leave the call allowed.
@@ -53,7 +55,35 @@ NETLINK_ROUTE = 0
 SOCK_TYPE_MASK = 0xF
 SOCK_STREAM, SOCK_SEQPACKET = 1, 5
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SCHED_CORE = 62
+LANDLOCK_CREATE_RULESET_FLAGS_NONE = 0  # flags 0 makes a ruleset; VERSION (1) and ERRATA (2) only answer
+# prctl options the worker may use (an allow list: every other option fails with EPERM, review 3, B3-4).
+# What glibc, Python and the libraries use, and reads of the worker's own state. Left out, among others:
+# PR_SET_DUMPABLE (4: would undo protect_process; a dumpable worker's crash runs a '|' core_pattern helper
+# as root, whatever RLIMIT_CORE says), PR_SET_PDEATHSIG (1), PR_SET_PTRACER, PR_SET_MM,
+# PR_SET_CHILD_SUBREAPER, PR_SET_KEEPCAPS, PR_SET_SECUREBITS, PR_SET_IO_FLUSHER, PR_SCHED_CORE (62),
+# PR_SET_MEMORY_MERGE (67: KSM merges pages with other processes', a side channel on their contents),
+# PR_SET_SYSCALL_USER_DISPATCH, PR_SET_TSC, PR_MCE_KILL, perf events, options newer than this list.
+PRCTL_ALLOWED = {
+    # reads of the worker's own state
+    "PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_GET_KEEPCAPS": 7, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
+    "PR_CAPBSET_READ": 23, "PR_GET_TSC": 25, "PR_GET_SECUREBITS": 27, "PR_GET_TIMERSLACK": 30,
+    "PR_MCE_KILL_GET": 34, "PR_GET_CHILD_SUBREAPER": 37, "PR_GET_NO_NEW_PRIVS": 39, "PR_GET_TID_ADDRESS": 40,
+    "PR_GET_THP_DISABLE": 42, "PR_GET_FP_MODE": 46, "PR_SVE_GET_VL": 51, "PR_GET_SPECULATION_CTRL": 52,
+    "PR_GET_TAGGED_ADDR_CTRL": 56, "PR_GET_IO_FLUSHER": 58, "PR_PAC_GET_ENABLED_KEYS": 61, "PR_SME_GET_VL": 64,
+    "PR_GET_MDWE": 66, "PR_GET_MEMORY_MERGE": 68, "PR_RISCV_V_GET_CONTROL": 70,
+    "PR_GET_SHADOW_STACK_STATUS": 74, "PR_GET_AUXV": 0x41555856,
+    # the worker's own threads and memory: thread names (pthread_setname_np), timer slack, VMA names
+    # (glibc's decorated maps), transparent huge pages off, CPU features glibc and runtimes set
+    "PR_SET_NAME": 15, "PR_SET_TIMERSLACK": 29, "PR_SET_VMA": 0x53564d41, "PR_SET_THP_DISABLE": 41,
+    "PR_SVE_SET_VL": 50, "PR_SET_SPECULATION_CTRL": 53, "PR_PAC_RESET_KEYS": 54, "PR_SET_TAGGED_ADDR_CTRL": 55,
+    "PR_PAC_SET_ENABLED_KEYS": 60, "PR_SME_SET_VL": 63, "PR_RISCV_V_SET_CONTROL": 69,
+    "PR_RISCV_SET_ICACHE_FLUSH_CTX": 71, "PR_SET_SHADOW_STACK_STATUS": 75, "PR_LOCK_SHADOW_STACK_STATUS": 76,
+    # restricting itself further (a library's own seccomp filter; capabilities are already empty)
+    "PR_SET_NO_NEW_PRIVS": 38, "PR_SET_SECCOMP": 22, "PR_CAPBSET_DROP": 24, "PR_CAP_AMBIENT": 47,
+    "PR_SET_MDWE": 65,
+}
 SCMP_UNKNOWN_NAME = -1  # libseccomp: no such name; its other negative answers: not on this architecture
 
 # Architectures the kernel level supports, by libseccomp token (= AUDIT_ARCH_*): the highest system
@@ -81,8 +111,8 @@ UNIFIED_NUMBERS = {
     "process_madvise": 440,                                                # denied
     "epoll_pwait2": 441,                                                   # allowed
     "mount_setattr": 442, "quotactl_fd": 443,                              # denied
-    "landlock_create_ruleset": 444, "landlock_add_rule": 445,              # allowed (can only
-    "landlock_restrict_self": 446,                                         # restrict further)
+    "landlock_create_ruleset": 444,                                        # version queries only
+    "landlock_add_rule": 445, "landlock_restrict_self": 446,               # denied (kernel memory)
     "memfd_secret": 447,                                                   # denied
     "process_mrelease": 448,                                               # denied
     "futex_waitv": 449, "set_mempolicy_home_node": 450, "cachestat": 451,  # allowed
@@ -138,6 +168,15 @@ DENIED = (
     "memfd_create", "memfd_secret",
     # the host's task count, loads and uptime (sysinfo().procs watches other processes start and end)
     "sysinfo",
+    # page references in kernel objects: vmsplice puts references to the worker's own pages into a pipe,
+    # and one 4 kB page of a transparent huge page holds its whole 2 MB folio after munmap (review 3,
+    # B3-1: 48 pipes held 1.2 GB under a 512 MB limit, in no RSS); splice, tee and sendfile move such
+    # references (and page-cache folios of files) on into pipes and sockets. Python falls back to
+    # read/write when sendfile fails (shutil.copyfile, socket.sendfile).
+    "vmsplice", "splice", "tee", "sendfile", "sendfile64",
+    # Landlock after the worker's own ruleset is applied (this filter is loaded after it): every rule is
+    # unreclaimable kernel memory (one per TCP port per ruleset, review 3, B3-2); version queries stay
+    "landlock_add_rule", "landlock_restrict_self",
     "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "uselib", "vhangup",
     "nfsservctl", "quotactl", "quotactl_fd",
     # System V IPC and POSIX message queues: channels to other processes that Landlock does not cover
@@ -162,6 +201,13 @@ SIGNAL_CALLS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 # fcntl commands that make the kernel signal someone (the owner of SIGIO/SIGURG, the signal used, lease
 # and directory notifications); with F_SETSIG(SIGKILL) an owner set to any pid kills it.
 FCNTL_DENIED = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
+# POSIX record locks and open-file-description locks: one kernel object (struct file_lock, unreclaimable)
+# per byte range, nothing bounds their number (review 3, B3-3: 300,000 locks = 55 MB in 2 s), and a read
+# lock on a readable file (another program's SQLite database) blocks its writers. flock() stays: one
+# lock per open file at most, bounded by the descriptor limit (HDF5 uses it). sqlite3 is not reachable
+# from a cell. The 64-bit-offset commands (12-14) are the same commands on 32-bit kernels.
+FCNTL_LOCKS = {"F_SETLK": 6, "F_SETLKW": 7, "F_SETLK64": 13, "F_SETLKW64": 14, "F_OFD_SETLK": 37,
+               "F_OFD_SETLKW": 38}
 # ioctl requests with the same effect (socket/file owners, a terminal's process group) or that act on a
 # terminal (keystrokes, console, size changes signal its foreground group).
 IOCTL_DENIED = {"FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902, "TIOCSPGRP": 0x5410, "TIOCSCTTY": 0x540E,
@@ -178,6 +224,9 @@ IOCTL_TYPES_DENIED = {"f": 0x66, "X": 0x58, "btrfs": 0x94, "v": 0x76}
 F_SETPIPE_SZ = 1031
 SOL_SOCKET = 1
 SOCKET_BUFFER_OPTIONS = {"SO_SNDBUF": 7, "SO_RCVBUF": 8, "SO_SNDBUFFORCE": 32, "SO_RCVBUFFORCE": 33}
+# MSG_ZEROCOPY (TCP, UDP: with a network policy) sends from the caller's pages by reference: after munmap
+# they stay pinned until the peer acknowledges, a whole huge page for each 4 kB (as vmsplice, B3-1).
+SO_ZEROCOPY = 60
 # mknod file types other than a regular file: FIFOs (a FIFO in the notebook's place hangs the Jupyter
 # server's next read of it), devices and sockets (Landlock's MAKE_* rights are not granted either).
 MKNOD_TYPES_DENIED = {"S_IFIFO": 0o010000, "S_IFCHR": 0o020000, "S_IFBLK": 0o060000, "S_IFSOCK": 0o140000}
@@ -199,7 +248,8 @@ CLOCK_CALLS = ("clock_gettime", "clock_getres", "clock_nanosleep", "timer_create
 ESSENTIAL = ("execve", "execveat", "fork", "vfork", "ptrace", "clone", "clone3", "socket", "kill", "fcntl",
              "ioctl", "setpriority", "sched_setaffinity", "pidfd_open", "inotify_add_watch", "chmod",
              "fchmod", "openat", "open", "prctl", "setxattrat", "file_setattr", "symlinkat", "mknodat", "memfd_create",
-             "io_setup", "sysinfo")
+             "io_setup", "sysinfo", "vmsplice", "splice", "tee", "sendfile", "landlock_add_rule",
+             "landlock_create_ruleset")
 
 
 def available() -> tuple[bool, str]:
@@ -261,6 +311,11 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     # Core scheduling cookies are shared with a process named by pid (PR_SCHED_CORE_SHARE_TO/FROM): a
     # scheduling change to another process, held back only by a ptrace-mode check (review 2, not filed).
     rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SCHED_CORE))
+    # Non-dumpable (protect_process) must stay: the allow list (future_calls_program) refuses it too.
+    rule(eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, U32, PR_SET_DUMPABLE))
+    # landlock_create_ruleset makes a ruleset only with flags 0 (flags is 32 bits: the kernel ignores
+    # the upper half, so does this rule)
+    rule(eperm, "landlock_create_ruleset", sc.Arg(2, sc.MASKED_EQ, U32, LANDLOCK_CREATE_RULESET_FLAGS_NONE))
     # A second listener would take the host's place in deciding the worker's new tasks (the kernel
     # allows one per filter chain already; this holds if that ever changes).
     rule(eperm, "seccomp", sc.Arg(1, sc.MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
@@ -275,6 +330,8 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
             rule(eperm, name, sc.Arg(1, sc.MASKED_EQ, U32, cmd))
     for name in ("fcntl", "fcntl64"):
         rule(eperm, name, sc.Arg(1, sc.MASKED_EQ, U32, F_SETPIPE_SZ))
+        for cmd in FCNTL_LOCKS.values():
+            rule(eperm, name, sc.Arg(1, sc.MASKED_EQ, U32, cmd))
     for req in IOCTL_DENIED.values():
         rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, U32, req))
     for kind in IOCTL_TYPES_DENIED.values():
@@ -337,6 +394,7 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
         for option in SOCKET_BUFFER_OPTIONS.values():
             rule(eperm, "setsockopt", sc.Arg(1, sc.MASKED_EQ, U32, SOL_SOCKET), sc.Arg(2, sc.MASKED_EQ, U32, option))
         rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFF00, IOCTL_SOCKET_TYPE << 8))
+    rule(eperm, "setsockopt", sc.Arg(1, sc.MASKED_EQ, U32, SOL_SOCKET), sc.Arg(2, sc.MASKED_EQ, U32, SO_ZEROCOPY))
     # socketpair: AF_UNIX streams only (asyncio's self-pipe). A datagram pair can sendto() any named or
     # abstract Unix socket on the host, which Landlock does not check before ABI 6 (named: never).
     rule(eperm, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
@@ -348,7 +406,8 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     if missing:
         raise OSError(errno.EINVAL, f"seccomp rules missing for {', '.join(missing)}")
     f.load()
-    load_program(future_calls_program(token, highest), flags=SECCOMP_FILTER_FLAG_TSYNC)
+    load_program(future_calls_program(token, highest, number(sc, native, "prctl"), PRCTL_ALLOWED.values()),
+                 flags=SECCOMP_FILTER_FLAG_TSYNC)
     return {
         "filter": "libseccomp",
         "denied": sorted(set(added)),
@@ -356,6 +415,7 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
         "max_syscall": highest,
         "network_sockets": network,
         "landlock_gaps_closed": gaps,
+        "prctl_allowed": sorted(PRCTL_ALLOWED),
         "action": f"EPERM (clone3, openat2 and every call above {highest}: ENOSYS)",
     }
 
@@ -387,19 +447,45 @@ SECCOMP_RET_USER_NOTIF = 0x7FC00000
 PR_SET_NO_NEW_PRIVS = 38
 
 
-def future_calls_program(arch: int, highest: int) -> bytes:
+def future_calls_program(arch: int, highest: int, prctl_nr: int | None = None, prctl_allowed=()) -> bytes:
     """Seven instructions: a call of another architecture kills the process (as libseccomp's filter
     does); a call numbered above ``highest`` gets ENOSYS; anything else is left to the other filter.
-    x32 numbers (bit 30 on x86_64) get ENOSYS here and a kill from libseccomp's filter: the kill wins."""
+    x32 numbers (bit 30 on x86_64) get ENOSYS here and a kill from libseccomp's filter: the kill wins.
+
+    With ``prctl_nr``, also the prctl allow list (len(prctl_allowed) + 4 more instructions): prctl with an
+    option outside ``prctl_allowed`` gets EPERM. The option is an int: the kernel reads the low 32 bits
+    of the argument (offset 16 on the little-endian architectures of REVIEWED_MAX), so does this
+    program. libseccomp cannot express "none of these"; one program keeps the filters at two."""
+    if prctl_nr is None:
+        insns = [
+            (_LD_ABS_W, 0, 0, 4),                                   # 0: A = arch
+            (_JEQ_K, 0, 4, arch),                                   # 1: native? 2 : 6
+            (_LD_ABS_W, 0, 0, 0),                                   # 2: A = nr
+            (_JGT_K, 1, 0, highest),                                # 3: nr > highest? 5 : 4
+            (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                      # 4
+            (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),       # 5
+            (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),               # 6
+        ]
+        return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+    values = sorted({int(v) & U32 for v in prctl_allowed})
+    n = len(values)
+    if n > 240:
+        raise ValueError("too many prctl options for one jump")
+    # 6+n: EPERM, 7+n: ALLOW, 8+n: ENOSYS, 9+n: KILL
     insns = [
-        (_LD_ABS_W, 0, 0, 4),                                   # 0: A = arch
-        (_JEQ_K, 0, 4, arch),                                   # 1: native? 2 : 6
-        (_LD_ABS_W, 0, 0, 0),                                   # 2: A = nr
-        (_JGT_K, 1, 0, highest),                                # 3: nr > highest? 5 : 4
-        (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                      # 4
-        (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),       # 5
-        (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),               # 6
+        (_LD_ABS_W, 0, 0, 4),                                       # 0: A = arch
+        (_JEQ_K, 0, n + 7, arch),                                   # 1: native? 2 : kill
+        (_LD_ABS_W, 0, 0, 0),                                       # 2: A = nr
+        (_JGT_K, n + 4, 0, highest),                                # 3: nr > highest? enosys : 4
+        (_JEQ_K, 0, n + 2, int(prctl_nr)),                          # 4: prctl? 5 : allow
+        (_LD_ABS_W, 0, 0, 16),                                      # 5: A = low 32 bits of args[0]
     ]
+    for i, value in enumerate(values):                              # 6 .. 5+n: allowed? allow
+        insns.append((_JEQ_K, n - i, 0, value))
+    insns += [(_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),      # 6+n: any other option
+              (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                    # 7+n
+              (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),     # 8+n
+              (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS)]             # 9+n
     return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
 
 
