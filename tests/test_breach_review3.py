@@ -72,6 +72,10 @@ Fixed (each finding's test now passes, same attack, same assertions):
   B3-4: prctl is an allow list (seccomp.PRCTL_ALLOWED, in the second filter's program); PR_SET_DUMPABLE is refused.
   B3-5: WorkerProcess.rss_mb reads a live thread's /proc/<pid>/task/<tid>/status when the leader's has no
     VmRSS.
+Observed while fixing, not filed: a transparent huge page unmapped but for 4 kB stays whole (outside RSS and
+  RLIMIT_AS) until the deferred-split shrinker runs under memory pressure: 500 of them = ~670 MB of MemAvailable
+  for a worker of 31 MB RSS. Reclaimable, unlike B3-1's pinned pages; closing it (PR_SET_THP_DISABLE) costs numpy
+  4x on allocating and filling large arrays (docs/security.md, "Does not hold").
 Note for test writers: reading /proc/locks is quadratic in the number of locks (600,000 took minutes); the lock test
 reads /proc/slabinfo instead.
 """
