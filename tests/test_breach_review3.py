@@ -72,6 +72,10 @@ Fixed (each finding's test now passes, same attack, same assertions):
   B3-4: prctl is an allow list (seccomp.PRCTL_ALLOWED, in the second filter's program); PR_SET_DUMPABLE is refused.
   B3-5: WorkerProcess.rss_mb reads a live thread's /proc/<pid>/task/<tid>/status when the leader's has no
     VmRSS.
+Found while fixing (same class as B3-2): seccomp(SECCOMP_SET_MODE_FILTER) was allowed (only the listener
+  flag was refused); each thread stacks its own filters up to 32,768 instructions a chain: 198 threads held
+  ~450 MB of MemAvailable (47 MB unreclaimable slab) for a worker of 35 MB RSS. Now refused by the worker's
+  last filter (and PR_SET_SECCOMP by the prctl allow list): test_threads_cannot_stack_filters.
 Observed while fixing, not filed: a transparent huge page unmapped but for 4 kB stays whole (outside RSS and
   RLIMIT_AS) until the deferred-split shrinker runs under memory pressure: 500 of them = ~670 MB of MemAvailable
   for a worker of 31 MB RSS. Reclaimable, unlike B3-1's pinned pages; closing it (PR_SET_THP_DISABLE) costs numpy
@@ -493,7 +497,8 @@ libc.prctl(16, name, 0, 0, 0)
 out["name"] = name.value.decode()
 for label, option, arg in (("PR_SET_DUMPABLE", 4, 1), ("PR_SET_DUMPABLE_hi", 4 | (1 << 32), 1),
                            ("PR_SET_PTRACER", 0x59616d61, -1), ("PR_SET_CHILD_SUBREAPER", 36, 1),
-                           ("PR_SET_MEMORY_MERGE", 67, 1), ("PR_SET_PDEATHSIG", 1, 0), ("unknown", 4000, 0)):
+                           ("PR_SET_MEMORY_MERGE", 67, 1), ("PR_SET_PDEATHSIG", 1, 0), ("unknown", 4000, 0),
+                           ("PR_SET_SECCOMP", 22, 1)):
     rc = libc.syscall(ctypes.c_long(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "prctl")), ctypes.c_long(option), ctypes.c_long(arg), ctypes.c_long(0),
                       ctypes.c_long(0), ctypes.c_long(0))
     out[label] = rc if rc == 0 else errno.errorcode.get(ctypes.get_errno())
@@ -512,7 +517,7 @@ def test_prctl_is_an_allow_list(worker):
     got = eval(r.text())  # noqa: S307
     assert got["PR_SET_NAME"] == 0 and got["name"] == "renamed", got
     for label in ("PR_SET_DUMPABLE", "PR_SET_DUMPABLE_hi", "PR_SET_PTRACER", "PR_SET_CHILD_SUBREAPER",
-                  "PR_SET_MEMORY_MERGE", "PR_SET_PDEATHSIG", "unknown"):
+                  "PR_SET_MEMORY_MERGE", "PR_SET_PDEATHSIG", "unknown", "PR_SET_SECCOMP"):
         assert got[label] == "EPERM", (label, got)
     assert got["dumpable"] == 0 and got["no_new_privs"] == 1, got
 
@@ -622,8 +627,8 @@ def test_the_prctl_allow_list_program_decides_every_option(arch):
                 raise AssertionError(f"unexpected instruction {code:#x}")
             pc += 1
 
-    prctl_nr, highest = 157, seccomp.REVIEWED_MAX[arch]
-    program = seccomp.future_calls_program(arch, highest, prctl_nr, seccomp.PRCTL_ALLOWED.values())
+    prctl_nr, seccomp_nr, highest = 157, 317, seccomp.REVIEWED_MAX[arch]
+    program = seccomp.future_calls_program(arch, highest, prctl_nr, seccomp.PRCTL_ALLOWED.values(), seccomp_nr)
     allowed = set(seccomp.PRCTL_ALLOWED.values())
     eperm = seccomp.SECCOMP_RET_ERRNO | errno.EPERM
     options = list(range(4096)) + [v + d for v in allowed if v > 4096 for d in (-1, 0, 1)] + [0xFFFFFFFF]
@@ -631,9 +636,59 @@ def test_the_prctl_allow_list_program_decides_every_option(arch):
         for high in (0, 1 << 32):
             expected = seccomp.SECCOMP_RET_ALLOW if option in allowed else eperm
             assert run_bpf(program, prctl_nr, arch, args=(option | high,)) == expected, (hex(option), high)
-    for refused in (1, 4, 8, 35, 36, 57, 59, 62, 67, 0x59616D61):
+    for refused in (1, 4, 8, 22, 35, 36, 57, 59, 62, 67, 0x59616D61):
         assert refused not in allowed
-    for nr in (0, 39, prctl_nr - 1, prctl_nr + 1, highest):
+    for nr in (0, 39, prctl_nr - 1, prctl_nr + 1, seccomp_nr - 1, seccomp_nr + 1, highest):
         assert run_bpf(program, nr, arch, args=(4,)) == seccomp.SECCOMP_RET_ALLOW, nr
+        assert run_bpf(program, nr, arch, args=(1,)) == seccomp.SECCOMP_RET_ALLOW, nr
+    for op in range(64):                       # seccomp(): only SECCOMP_SET_MODE_FILTER (1) is refused
+        for high in (0, 1 << 32):
+            expected = eperm if op == 1 else seccomp.SECCOMP_RET_ALLOW
+            assert run_bpf(program, seccomp_nr, arch, args=(op | high,)) == expected, (op, high)
     assert run_bpf(program, highest + 1, arch) == ENOSYS_VERDICT
     assert run_bpf(program, prctl_nr, FOREIGN, args=(4,)) == seccomp.SECCOMP_RET_KILL_PROCESS
+
+
+FILTER_STACKS = r"""
+import threading
+threading.stack_size(256 << 10)
+class fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+N = 4096       # BPF_MAXINSNS: loads, then "allow"
+code = struct.pack("=HBBI", 0x20, 0, 0, 0) * (N - 1) + struct.pack("=HBBI", 0x06, 0, 0, 0x7FFF0000)
+buf = ctypes.create_string_buffer(code, len(code))
+nr = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "seccomp")
+installed, errs, hold = [], [], threading.Event()
+def stack():
+    n = 0
+    while True:
+        prog = fprog(N, ctypes.addressof(buf))
+        if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_long(0), ctypes.byref(prog)) != 0:
+            errs.append(errno.errorcode.get(ctypes.get_errno()))   # SECCOMP_SET_MODE_FILTER
+            break
+        n += 1
+    prog = fprog(N, ctypes.addressof(buf))
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0:              # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        n += 1
+    installed.append(n)
+    hold.wait()
+threads = [threading.Thread(target=stack, daemon=True) for _ in range(%(threads)d)]
+for t in threads:
+    t.start()
+while len(installed) < len(threads):
+    time.sleep(0.05)
+(sum(installed), sorted(set(errs)))
+"""
+
+
+def test_threads_cannot_stack_filters(fresh):
+    """Found while fixing B3-2 (same class): every filter a thread stacks on itself is kernel memory, up
+    to 32,768 instructions a thread (~2 MB each with 200 threads: ~450 MB outside the limit). The worker's
+    last filter refuses SECCOMP_SET_MODE_FILTER, the prctl allow list PR_SET_SECCOMP."""
+    r = Run(fresh, FILTER_STACKS % {"threads": 8})
+    try:
+        assert r.ok, r.error
+        installed, errs = eval(r.text())  # noqa: S307 - a number and errno names
+        assert installed == 0 and errs == ["EPERM"], (installed, errs)
+    finally:
+        Run(fresh, "hold.set()")

@@ -64,7 +64,8 @@ LANDLOCK_CREATE_RULESET_FLAGS_NONE = 0  # flags 0 makes a ruleset; VERSION (1) a
 # as root, whatever RLIMIT_CORE says), PR_SET_PDEATHSIG (1), PR_SET_PTRACER, PR_SET_MM,
 # PR_SET_CHILD_SUBREAPER, PR_SET_KEEPCAPS, PR_SET_SECUREBITS, PR_SET_IO_FLUSHER, PR_SCHED_CORE (62),
 # PR_SET_MEMORY_MERGE (67: KSM merges pages with other processes', a side channel on their contents),
-# PR_SET_SYSCALL_USER_DISPATCH, PR_SET_TSC, PR_MCE_KILL, perf events, options newer than this list.
+# PR_SET_SYSCALL_USER_DISPATCH, PR_SET_TSC, PR_MCE_KILL, PR_SET_SECCOMP, perf events, options newer
+# than this list.
 PRCTL_ALLOWED = {
     # reads of the worker's own state
     "PR_GET_PDEATHSIG": 2, "PR_GET_DUMPABLE": 3, "PR_GET_KEEPCAPS": 7, "PR_GET_NAME": 16, "PR_GET_SECCOMP": 21,
@@ -80,9 +81,9 @@ PRCTL_ALLOWED = {
     "PR_SVE_SET_VL": 50, "PR_SET_SPECULATION_CTRL": 53, "PR_PAC_RESET_KEYS": 54, "PR_SET_TAGGED_ADDR_CTRL": 55,
     "PR_PAC_SET_ENABLED_KEYS": 60, "PR_SME_SET_VL": 63, "PR_RISCV_V_SET_CONTROL": 69,
     "PR_RISCV_SET_ICACHE_FLUSH_CTX": 71, "PR_SET_SHADOW_STACK_STATUS": 75, "PR_LOCK_SHADOW_STACK_STATUS": 76,
-    # restricting itself further (a library's own seccomp filter; capabilities are already empty)
-    "PR_SET_NO_NEW_PRIVS": 38, "PR_SET_SECCOMP": 22, "PR_CAPBSET_DROP": 24, "PR_CAP_AMBIENT": 47,
-    "PR_SET_MDWE": 65,
+    # restricting itself further (capabilities are already empty). Not PR_SET_SECCOMP (22): every filter
+    # a thread stacks is kernel memory (see future_calls_program), as seccomp(SET_MODE_FILTER) is refused
+    "PR_SET_NO_NEW_PRIVS": 38, "PR_CAPBSET_DROP": 24, "PR_CAP_AMBIENT": 47, "PR_SET_MDWE": 65,
 }
 SCMP_UNKNOWN_NAME = -1  # libseccomp: no such name; its other negative answers: not on this architecture
 
@@ -406,8 +407,8 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
     if missing:
         raise OSError(errno.EINVAL, f"seccomp rules missing for {', '.join(missing)}")
     f.load()
-    load_program(future_calls_program(token, highest, number(sc, native, "prctl"), PRCTL_ALLOWED.values()),
-                 flags=SECCOMP_FILTER_FLAG_TSYNC)
+    load_program(future_calls_program(token, highest, number(sc, native, "prctl"), PRCTL_ALLOWED.values(),
+                                      number(sc, native, "seccomp")), flags=SECCOMP_FILTER_FLAG_TSYNC)
     return {
         "filter": "libseccomp",
         "denied": sorted(set(added)),
@@ -447,15 +448,21 @@ SECCOMP_RET_USER_NOTIF = 0x7FC00000
 PR_SET_NO_NEW_PRIVS = 38
 
 
-def future_calls_program(arch: int, highest: int, prctl_nr: int | None = None, prctl_allowed=()) -> bytes:
+def future_calls_program(arch: int, highest: int, prctl_nr: int | None = None, prctl_allowed=(),
+                         seccomp_nr: int | None = None) -> bytes:
     """Seven instructions: a call of another architecture kills the process (as libseccomp's filter
     does); a call numbered above ``highest`` gets ENOSYS; anything else is left to the other filter.
     x32 numbers (bit 30 on x86_64) get ENOSYS here and a kill from libseccomp's filter: the kill wins.
 
-    With ``prctl_nr``, also the prctl allow list (len(prctl_allowed) + 4 more instructions): prctl with an
-    option outside ``prctl_allowed`` gets EPERM. The option is an int: the kernel reads the low 32 bits
-    of the argument (offset 16 on the little-endian architectures of REVIEWED_MAX), so does this
-    program. libseccomp cannot express "none of these"; one program keeps the filters at two."""
+    With ``prctl_nr`` and ``seccomp_nr`` (what the worker loads: this is its last filter), also
+    (len(prctl_allowed) + 7 more instructions):
+    * the prctl allow list: prctl with an option outside ``prctl_allowed`` gets EPERM;
+    * no further filter: seccomp(SECCOMP_SET_MODE_FILTER) gets EPERM. Each thread could stack its own
+      filters up to the kernel's 32,768 instructions a chain, kernel memory outside the limit (review 3:
+      198 threads held ~450 MB); the worker's own filters are loaded by then.
+    Both first arguments are 32-bit (int option, unsigned int op): the kernel reads their low 32 bits
+    (offset 16 on the little-endian architectures of REVIEWED_MAX), so does this program. libseccomp
+    cannot express "none of these", and a refusal of seccomp() in its filter would refuse this one."""
     if prctl_nr is None:
         insns = [
             (_LD_ABS_W, 0, 0, 4),                                   # 0: A = arch
@@ -467,25 +474,30 @@ def future_calls_program(arch: int, highest: int, prctl_nr: int | None = None, p
             (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),               # 6
         ]
         return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
+    if seccomp_nr is None:
+        raise ValueError("the prctl allow list goes with the seccomp refusal: pass seccomp_nr")
     values = sorted({int(v) & U32 for v in prctl_allowed})
     n = len(values)
     if n > 240:
         raise ValueError("too many prctl options for one jump")
-    # 6+n: EPERM, 7+n: ALLOW, 8+n: ENOSYS, 9+n: KILL
+    # 9+n: EPERM, 10+n: ALLOW, 11+n: ENOSYS, 12+n: KILL
     insns = [
         (_LD_ABS_W, 0, 0, 4),                                       # 0: A = arch
-        (_JEQ_K, 0, n + 7, arch),                                   # 1: native? 2 : kill
+        (_JEQ_K, 0, n + 10, arch),                                  # 1: native? 2 : kill
         (_LD_ABS_W, 0, 0, 0),                                       # 2: A = nr
-        (_JGT_K, n + 4, 0, highest),                                # 3: nr > highest? enosys : 4
-        (_JEQ_K, 0, n + 2, int(prctl_nr)),                          # 4: prctl? 5 : allow
-        (_LD_ABS_W, 0, 0, 16),                                      # 5: A = low 32 bits of args[0]
+        (_JGT_K, n + 7, 0, highest),                                # 3: nr > highest? enosys : 4
+        (_JEQ_K, 0, 2, int(seccomp_nr)),                            # 4: seccomp? 5 : 7
+        (_LD_ABS_W, 0, 0, 16),                                      # 5: A = op (low 32 bits)
+        (_JEQ_K, n + 2, n + 3, SECCOMP_SET_MODE_FILTER),            # 6: a new filter? eperm : allow
+        (_JEQ_K, 0, n + 2, int(prctl_nr)),                          # 7: prctl? 8 : allow
+        (_LD_ABS_W, 0, 0, 16),                                      # 8: A = option (low 32 bits)
     ]
-    for i, value in enumerate(values):                              # 6 .. 5+n: allowed? allow
+    for i, value in enumerate(values):                              # 9 .. 8+n: allowed? allow
         insns.append((_JEQ_K, n - i, 0, value))
-    insns += [(_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),      # 6+n: any other option
-              (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                    # 7+n
-              (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),     # 8+n
-              (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS)]             # 9+n
+    insns += [(_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM),      # 9+n
+              (_RET_K, 0, 0, SECCOMP_RET_ALLOW),                    # 10+n
+              (_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),     # 11+n
+              (_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS)]             # 12+n
     return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
 
 
