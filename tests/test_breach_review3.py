@@ -450,6 +450,12 @@ try:
     out["SO_ZEROCOPY"] = a.setsockopt(socket.SOL_SOCKET, 60, 1)
 except OSError as exc:
     out["SO_ZEROCOPY"] = errno.errorcode.get(exc.errno, exc.errno)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+page = libc.mmap(None, 1 << 21, 3, 0x22, -1, 0)
+for name, advice in (("MADV_MERGEABLE", 12), ("MADV_HUGEPAGE", 14), ("MADV_DONTNEED", 4)):
+    out[name] = 0 if libc.madvise(page, 1 << 21, advice) == 0 else errno.errorcode.get(ctypes.get_errno())
 out
 """
 
@@ -457,11 +463,13 @@ out
 def test_pages_cannot_be_moved_into_pipes_or_sockets_by_reference(worker):
     """B3-1's neighbours: splice and tee move page references between pipes and files (page-cache
     folios of a file, huge ones on filesystems with large folios), sendfile into sockets (MSG_SPLICE_PAGES);
-    SO_ZEROCOPY would let send() pin the caller's pages."""
+    SO_ZEROCOPY would let send() pin the caller's pages. MADV_MERGEABLE (KSM, a side channel on other
+    processes' pages) goes with PR_SET_MEMORY_MERGE; MADV_HUGEPAGE stays (numpy uses it)."""
     r = Run(worker, PAGE_MOVERS)
     assert r.ok, r.error
     got = eval(r.text())  # noqa: S307 - errno names
-    assert got == {"splice": "EPERM", "tee": "EPERM", "sendfile": "EPERM", "SO_ZEROCOPY": "EPERM"}, got
+    assert got == {"splice": "EPERM", "tee": "EPERM", "sendfile": "EPERM", "SO_ZEROCOPY": "EPERM",
+                   "MADV_MERGEABLE": "EPERM", "MADV_HUGEPAGE": 0, "MADV_DONTNEED": 0}, got
 
 
 LOCKS_AND_FLOCK = r"""

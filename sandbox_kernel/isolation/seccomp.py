@@ -228,6 +228,10 @@ SOCKET_BUFFER_OPTIONS = {"SO_SNDBUF": 7, "SO_RCVBUF": 8, "SO_SNDBUFFORCE": 32, "
 # MSG_ZEROCOPY (TCP, UDP: with a network policy) sends from the caller's pages by reference: after munmap
 # they stay pinned until the peer acknowledges, a whole huge page for each 4 kB (as vmsplice, B3-1).
 SO_ZEROCOPY = 60
+# KSM: pages marked mergeable are merged with identical pages of other processes, and the time a write to
+# a merged page takes tells whether another process holds the same contents (a side channel on them);
+# PR_SET_MEMORY_MERGE is off the prctl list for the same reason.
+MADV_MERGEABLE = 12
 # mknod file types other than a regular file: FIFOs (a FIFO in the notebook's place hangs the Jupyter
 # server's next read of it), devices and sockets (Landlock's MAKE_* rights are not granted either).
 MKNOD_TYPES_DENIED = {"S_IFIFO": 0o010000, "S_IFCHR": 0o020000, "S_IFBLK": 0o060000, "S_IFSOCK": 0o140000}
@@ -396,6 +400,7 @@ def apply(*, network: bool = False, landlock_abi: int = 0, max_syscall: int | No
             rule(eperm, "setsockopt", sc.Arg(1, sc.MASKED_EQ, U32, SOL_SOCKET), sc.Arg(2, sc.MASKED_EQ, U32, option))
         rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFF00, IOCTL_SOCKET_TYPE << 8))
     rule(eperm, "setsockopt", sc.Arg(1, sc.MASKED_EQ, U32, SOL_SOCKET), sc.Arg(2, sc.MASKED_EQ, U32, SO_ZEROCOPY))
+    rule(eperm, "madvise", sc.Arg(2, sc.MASKED_EQ, U32, MADV_MERGEABLE))
     # socketpair: AF_UNIX streams only (asyncio's self-pipe). A datagram pair can sendto() any named or
     # abstract Unix socket on the host, which Landlock does not check before ABI 6 (named: never).
     rule(eperm, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
