@@ -628,6 +628,14 @@ class Gates:
         if n == "__init__" and not is_class and isinstance(obj, decimal.Context):
             self.deny(AttributeDenied("'__init__' of a decimal context",
                                       "a context is set up once (its precision is bounded then)"))
+        if n == "__init__" and not _reinitialisable(obj if is_class else t):
+            # A library's constructor run again on an object that exists assigns its attributes itself, past the
+            # write gate and the read-only list (dateutil's DEFAULTPARSER given a planted callable, a csr_array
+            # left half re-initialised with unchecked indices: review 10, N10-6, N10-7). super().__init__ in a
+            # cell class's constructor is the way a subclass calls its library base.
+            self.deny(AttributeDenied(f"'__init__' of {_type_name(obj)}",
+                                      "a library object's constructor runs once, when the object is made",
+                                      hint="make a new object instead"))
         subst = self._substitute(obj, t, is_class, n)
         decision = subst or _ALLOW
         if subst is None and self._foreign_class(obj if is_class else t):
@@ -662,7 +670,11 @@ class Gates:
         a cached plotly validator's flags: review 7, N7-1/N7-3)."""
         def read(obj):
             value = getattr(obj, n)
-            return _plain_copy(value) if type(value) in _COPIED_CONTAINERS else self._allowed_value(obj, n, value)
+            if type(value) in _COPIED_CONTAINERS:
+                return _plain_copy(value)
+            if _is_ndarray(value):   # a class's table (RK45.A, Polynomial.domain): read-only (review 10, N10-5)
+                return _read_only_view(value)
+            return self._allowed_value(obj, n, value)
         return read
 
     def _class_container_copied(self, n, cls):
@@ -672,8 +684,8 @@ class Gates:
         (Decided per class: the reader is cached for cls, whose MRO is what it searches.)"""
         def read(obj):
             value = getattr(obj, n)
-            if type(value) in _COPIED_CONTAINERS and _held_by_a_library_class(cls, n, value):
-                return _plain_copy(value)
+            if _held_by_a_library_class(cls, n, value):
+                return _read_only_view(value) if _is_ndarray(value) else _plain_copy(value)
             return self._allowed_value(obj, n, value)
         return read
 
@@ -1168,6 +1180,12 @@ class Gates:
             decision = (lambda v: lambda _m: _plain_copy(v))(value)
             self._cache[(mod, n)] = decision
             return decision
+        if _is_ndarray(value) and modname.split(".", 1)[0] != "__main__":
+            # a library's module-level array (numpy.polynomial's polyone, polyx): read-only for the cell, which
+            # would change the host's later results in place (review 10, N10-5)
+            decision = (lambda v: lambda _m: _read_only_view(v))(value)
+            self._cache[(mod, n)] = decision
+            return decision
         if type(value) is dict:
             # a library's module-level table (np.sctypeDict): readable, never changed by a cell
             checked = types.MappingProxyType(value)
@@ -1287,6 +1305,16 @@ class Gates:
         the cell's arguments and no cell code to stop it. The cell's own functions tick, and refuse to run
         outside its cells."""
         # (property setters included: BSpline.c's stores what it gets)
+        if type.__dict__["__module__"].__get__(type(obj)) == "sandbox_kernel.denials":
+            # a caught refusal is reported as the sandbox's own words (the denial mark): its target, rule, policy
+            # and hint changed by the cell made it say anything (review O3, O3-1)
+            self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                      "a refusal says what the sandbox refused; the cell cannot reword it"))
+        if _module_level_library_object(obj) and not _guards.object_kept_per_engine(obj):
+            # calendar.month_name.format = '%d' changed the host's calendar.month_name[1] (review 10, N10-10): an
+            # object its library keeps in a module is the process's, whoever reaches it
+            self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                      "this object is kept by its library's module for the whole process"))
         keeps_invariants = _built_on_index_arrays(type(obj))
 
         def check(value):
@@ -1825,10 +1853,12 @@ def _class_refusal(bases, namespace, gates):
         if gates is not None and gates._foreign_class(base):
             return (f"a subclass of {_type_name(base)}",
                     "classes of libraries the policy does not grant cannot be subclassed")
-        if _derives_from_modules(base, _C_INDEX_DATA_MODULES):
+        if _derives_from_modules(base, _C_INDEX_DATA_MODULES) or _unlisted_pandas_or_scipy_base(base):
             # a cell's subclass answers the index data the library's C code trusts: a property for a
-            # csr_array's indices, get_window_bounds of a window indexer, factorize of an extension array
-            # (review 8: memory read and written by address)
+            # csr_array's indices or a MultiIndex's codes, get_window_bounds of a window indexer, factorize
+            # of an extension array, a gaussian_kde's weights (reviews 8 and 10: memory read and written by
+            # address). pandas 3 relabels classes' __module__ (ExtensionArray says pandas.api.extensions), so
+            # every pandas and scipy class is refused but the extension points listed in _SUBCLASSABLE.
             return (f"a subclass of {_type_name(base)}",
                     "its objects hand C code index data that the C code does not check; use the library's own "
                     "classes")
@@ -1843,6 +1873,38 @@ def _class_refusal(bases, namespace, gates):
 
 # Modules whose classes hand their index data to C or Cython that trusts it: a cell may use their objects
 # but not subclass them (Gates' index-array rules cover the library's own objects).
+# The pandas and scipy classes a cell may subclass: documented extension points whose objects the libraries'
+# C code does not index by (a frame's or series' subclass, a holiday calendar's rules, a distribution's _pdf).
+_SUBCLASSABLE = (("pandas", "DataFrame"), ("pandas", "Series"),
+                 ("pandas.tseries.holiday", "AbstractHolidayCalendar"),
+                 ("pandas.tseries.holiday", "USFederalHolidayCalendar"),
+                 ("scipy.stats", "rv_continuous"), ("scipy.stats", "rv_discrete"), ("scipy.stats", "rv_histogram"))
+
+
+def _real_module(cls) -> str:
+    """The module a class was written in: pandas 3 sets a class's __module__ to where it is published
+    (pandas.api.extensions), but its methods keep their own."""
+    for value in type.__dict__["__dict__"].__get__(cls).values():
+        if type(value) is FunctionType and type(value.__module__) is str:
+            return value.__module__
+    module = type.__dict__["__module__"].__get__(cls)
+    return module if type(module) is str else ""
+
+
+def _unlisted_pandas_or_scipy_base(base) -> bool:
+    """The nearest pandas or scipy class in base's MRO (base itself first) is not one of _SUBCLASSABLE."""
+    listed = {getattr(sys.modules.get(module), name, None) for module, name in _SUBCLASSABLE}
+    for k in type.__dict__["__mro__"].__get__(base):
+        if is_sandbox_class(k):
+            continue
+        if k in listed:
+            return False
+        top = _real_module(k).split(".", 1)[0]
+        if top in ("pandas", "scipy") or type.__dict__["__module__"].__get__(k).split(".", 1)[0] in ("pandas", "scipy"):
+            return True
+    return False
+
+
 _C_INDEX_DATA_MODULES = ("scipy.sparse", "scipy.spatial", "scipy.interpolate", "pandas.core.indexers",
                          "pandas.api.indexers", "pandas.core.arrays", "pandas._libs")
 
@@ -2643,12 +2705,46 @@ _INDEXING_LIBRARIES = ("scipy.", "pandas._libs.sparse", "pandas.core.arrays.spar
 _COPIED_CONTAINERS = (list, dict, set, bytearray)
 
 
+# Library classes whose __init__ may run again on an object the cell holds: it refills the object from what it
+# is given, charged by the consume_init stand-in (d.__init__(pairs), deque(maxlen).__init__(xs)).
+_REINITIALISABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict, collections.Counter)
+
+
+def _reinitialisable(cls) -> bool:
+    """cls.__init__ may be read: it is the cell's own function, object's, or a builtin container's."""
+    init = None
+    for base in type.__dict__["__mro__"].__get__(cls):
+        held = type.__dict__["__dict__"].__get__(base)
+        if "__init__" in held:
+            init, owner = held["__init__"], base
+            break
+    if init is None or init is object.__dict__["__init__"] or owner in _REINITIALISABLE:
+        return True
+    return type(init) is FunctionType and is_sandbox_function(init)
+
+
+def _module_level_library_object(obj) -> bool:
+    """obj is a value of a library module's namespace: of its class's module, or of the module it names itself
+    (a TypeVar's __module__)."""
+    names = {type.__dict__["__module__"].__get__(type(obj))}
+    own = getattr(obj, "__dict__", {}).get("__module__") if isinstance(getattr(obj, "__dict__", None), dict) \
+        else None
+    if type(own) is str:
+        names.add(own)
+    for name in names:
+        module = sys.modules.get(name) if type(name) is str else None
+        if module is not None and name != "__main__" and \
+                any(value is obj for value in dict.values(module.__dict__)):
+            return True
+    return False
+
+
 def _library_containers(cls, n):
-    """The lists, dicts, sets and bytearrays held under n by the library classes on cls's MRO (not by a class
-    the cell defined, nor state the engine keeps per engine)."""
+    """The lists, dicts, sets, bytearrays and arrays held under n by the library classes on cls's MRO (not by a
+    class the cell defined, nor state the engine keeps per engine)."""
     for holder in type.__dict__["__mro__"].__get__(cls):
         value = type.__dict__["__dict__"].__get__(holder).get(n)
-        if type(value) in _COPIED_CONTAINERS and not is_sandbox_class(holder) \
+        if (type(value) in _COPIED_CONTAINERS or _is_ndarray(value)) and not is_sandbox_class(holder) \
                 and not _guards.kept_per_engine(holder, n):
             yield value
 

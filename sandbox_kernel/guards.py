@@ -44,7 +44,8 @@ if not hasattr(_numpyguard, "install_raw_protocol_sink"):
 from . import pandas_query   # imported with the runtime: a cell's import may not compile the sandbox's files
 from .confine import at_cell_end, at_cell_start, cell_is_running, route_native_file_io
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
-from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _no_auto_open, _type_name,
+from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_on_index_arrays, _no_auto_open,
+                    _type_name,
                     add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
 from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
@@ -66,6 +67,65 @@ def _guard_numpy_load(fn, gates):
         kwargs.pop("mmap_mode", None)
         return fn(*args, **kwargs)
     return runtime_callable(load)
+
+
+def _guard_lu_solve(fn, gates):
+    """scipy.linalg.lu_solve((lu, piv), b): LAPACK's ?getrs swaps rows by the pivots it is given, unchecked
+    (piv [5] returned a heap word, [10**6] crashed: review 10, N10-12). Pivots are lu_factor's or refused."""
+    np = sys.modules["numpy"]
+
+    @functools.wraps(fn)
+    def lu_solve(lu_and_piv, b, *args, **kwargs):
+        lu, piv = lu_and_piv
+        pivots, rows = np.asarray(piv), np.shape(lu)[0] if np.ndim(lu) == 2 else 0
+        if pivots.ndim != 1 or pivots.dtype.kind not in "iu" or pivots.size > rows or \
+                pivots.size and (int(pivots.min()) < 0 or int(pivots.max()) >= rows):
+            raise ValueError("lu_solve: the pivots must be lu_factor's: integers from 0 to n - 1, one per row")
+        return fn((lu, pivots), b, *args, **kwargs)
+    return runtime_callable(lu_solve)
+
+
+_OUTPUT_PARAMETERS = ("output", "distances", "indices", "out")
+
+
+def _guard_output_arrays(fn, gates):
+    """A scipy.ndimage function writes its output= (distances=, indices=) array from C: label() wrote the
+    sandbox's read-only view of a sparse array's indices, ignoring the flag, and the labels (1..k in input
+    order) chose each index (review 10, N10-11). An output array must be writeable."""
+    import inspect
+
+    np = sys.modules["numpy"]
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            return fn(*args, **kwargs)   # the function's own error
+        for name in _OUTPUT_PARAMETERS:
+            value = bound.get(name)
+            if isinstance(value, np.ndarray) and not np.ndarray.flags.__get__(value).writeable:
+                raise ValueError(f"{fn.__name__}: the {name} array is read-only")
+        return fn(*args, **kwargs)
+    return runtime_callable(checked)
+
+
+def _ndimage_writers():
+    """The public functions of scipy.ndimage that take an array to write (an output= parameter or alike)."""
+    import inspect
+
+    ndimage = sys.modules.get("scipy.ndimage")
+    found = []
+    for name in getattr(ndimage, "__all__", ()):
+        fn = getattr(ndimage, name, None)
+        try:
+            parameters = inspect.signature(fn).parameters if callable(fn) else ()
+        except (TypeError, ValueError):
+            continue
+        if any(p in parameters for p in _OUTPUT_PARAMETERS):
+            found.append(fn)
+    return found
 
 
 def _guard_scipy_reader(position):
@@ -384,6 +444,52 @@ _NESTING_CLASSES = [map, filter, zip, enumerate] + [
                                     "groupby", "islice", "pairwise", "starmap", "takewhile", "zip_longest")
     if isinstance(getattr(itertools, n, None), type)]
 NESTING_STAND_INS = {cls: _nesting_stand_in(cls) for cls in _NESTING_CLASSES}
+
+
+def _groupby(iterable, key=None):
+    """itertools.groupby written in Python. CPython's C groupby (3.11 to 3.13) frees a key while a key's
+    re-entrant __eq__ is still comparing it (gh-143543): list item arrays laid over the freed block made the
+    other key a bytearray over all memory (review 10, N10-8). Same groups, in the same order; a group is
+    consumed before the next key is read, like the C one's. Nested like the C iterators (next() of a deep
+    chain of generators recurses in C too)."""
+    depth = _deeper((iterable,), "groupby")
+    groups = _groups(iter(iterable), charged(key) if key is not None else None, depth)
+    _GENERATOR_DEPTH[groups] = depth
+    return groups
+
+
+def _groups(it, key, depth):
+    keyfunc = key if key is not None else (lambda v: v)
+    state = {"done": False}
+    try:
+        state["value"] = next(it)
+    except StopIteration:
+        return
+    state["key"] = keyfunc(state["value"])
+
+    def group(target):
+        yield state["value"]
+        for value in it:
+            state["value"], state["key"] = value, keyfunc(value)
+            if not state["key"] == target:
+                return
+            yield value
+        state["done"] = True
+
+    while not state["done"]:
+        target = state["key"]
+        members = group(target)
+        _GENERATOR_DEPTH[members] = depth
+        yield target, members
+        for _ in members:   # what the caller left of this group
+            pass
+        if state["key"] == target and not state["done"]:
+            break   # (only when the group ended without a new key: the iterator is exhausted)
+
+
+runtime_callable(_groupby)
+if isinstance(getattr(itertools, "groupby", None), type):
+    NESTING_STAND_INS[itertools.groupby] = _groupby
 _NESTING_TEE = _nesting_tee(itertools.tee)
 
 
@@ -663,6 +769,16 @@ def _guard_copy_reconstruct() -> None:
 
     def _reconstruct(x, memo, func, args, *rest, **kwargs):
         if cell_is_running():
+            if memo is not None and _built_on_index_arrays(type(x)):
+                # a deep copy takes each piece of state from the memo, which is the cell's to fill: a csr_array
+                # copy got the cell's writable, unchecked indices (review 10, N10-9)
+                exc = genuine(CallDenied(f"a deep copy of a {type(x).__name__}",
+                                         "its index arrays would come from a memo the cell can fill",
+                                         hint="use the object's own copy() method"))
+                gates = CURRENT_GATES.get()
+                if gates is not None:
+                    gates.deny(exc)
+                raise exc
             func = functools.partial(_made_like, x, func)
         return original(x, memo, func, args, *rest, **kwargs)
     _reconstruct.__st_closed__ = True
@@ -1191,21 +1307,15 @@ def _position(value, size, field):
 
 
 def _guard_numpy_iterator(fn, gates):
-    """np.nditer / np.nested_iters without 'buffered': a buffered iterator hands out arrays over its own
-    buffers and frees them at close() (the end of its with block) while those arrays still view them: a bytes
-    object laid on the freed buffer was rewritten into a bytearray over all memory (review 9, N9-5). Unbuffered,
-    every value is a view of an operand, which the view keeps alive."""
-    flags_at = 2 if fn.__name__ == "nested_iters" else 1   # nditer(op, flags), nested_iters(op, axes, flags)
-
+    """np.nditer / np.nested_iters are refused while a cell runs. Every value an iterator hands out views memory
+    the iterator frees or lets go of at close() (the end of its with block) while the value still points there:
+    its buffers when buffered (review 9, N9-5), and, unbuffered, an operand only the iterator held (a temporary,
+    an 'allocate' output: review 10, N10-1). A bytes object laid on the freed block was rewritten into a
+    bytearray over all memory. Loops over arrays, np.ndindex and np.ndenumerate do what analysis code uses
+    nditer for."""
     def iterator(*args, **kwargs):
-        flags = kwargs["flags"] if "flags" in kwargs else args[flags_at] if len(args) > flags_at else None
-        if isinstance(flags, (str, bytes)):
-            flags = (flags,)
-        if flags is not None and any(f in ("buffered", b"buffered") for f in flags):
-            gates.deny(genuine(CallDenied(f"numpy.{fn.__name__}(flags=['buffered'])",
-                                          "a buffered iterator frees the buffers its values view",
-                                          hint="iterate without 'buffered' (or over a.astype(...) for a cast)")))
-        return fn(*args, **kwargs)
+        gates.deny(genuine(CallDenied(f"numpy.{fn.__name__}()", "its values can outlive the memory they view",
+                                      hint="loop over the array, np.ndindex(a.shape) or np.ndenumerate(a)")))
     iterator.__name__ = iterator.__qualname__ = fn.__name__
     iterator.__doc__ = fn.__doc__
     return runtime_callable(iterator)
@@ -1750,6 +1860,20 @@ LIBRARY_STATE = (_PandasOptions(),
                             ("_use_unicode",)), _ProcessLocale())
 
 
+def object_kept_per_engine(obj) -> bool:
+    """obj is a library object whose state the engine keeps as its own (pandas' options' holders, plotly's
+    defaults and template registry ...: LIBRARY_STATE): a cell's writes to it are its engine's."""
+    for state in LIBRARY_STATE:
+        target = getattr(state, "_target", None) or getattr(state, "_config", None)
+        try:
+            found = target() if callable(target) else None
+        except Exception:   # noqa: BLE001 - a library not loaded yet
+            continue
+        if found is obj or type(found) is tuple and len(found) > 1 and found[1] is obj:
+            return True
+    return False
+
+
 def kept_per_engine(cls, name) -> bool:
     """cls.name is class data the engine keeps as its own (a _ClassData above): a cell changes it in place
     for its own later cells (dateutil's parser word lists), never for the host's."""
@@ -1892,6 +2016,7 @@ def _validate_categorical_codes() -> None:
             else:
                 kwargs["validate"] = True
         return original(cls, codes, *args, **kwargs)
+    runtime_callable(from_codes)   # the sandbox's own wrapper: cells may call it (it is pandas' from_codes)
     from_codes.__st_validates__ = True
     from_codes.__doc__, from_codes.__name__, from_codes.__qualname__ = \
         original.__doc__, original.__name__, original.__qualname__
@@ -1961,6 +2086,9 @@ def _copy_arrays_given_to_callbacks() -> None:
         product.__call__ = __call__
 
 
+_NDIMAGE_GUARDED: list = []
+
+
 def register_library_guards() -> None:
     """Guards for library functions, registered once their library has been loaded (by a cell's import
     or by another library: Gates._catch_up_with_loaded_modules)."""
@@ -1974,6 +2102,15 @@ def register_library_guards() -> None:
             _KEEP.append(reader)
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
+    if "scipy.ndimage" in sys.modules and not _NDIMAGE_GUARDED:
+        for fn in _ndimage_writers():
+            CALL_GUARDS.setdefault(fn, _guard_output_arrays)
+            _KEEP.append(fn)
+        _NDIMAGE_GUARDED.append(True)
+    linalg = sys.modules.get("scipy.linalg")
+    if getattr(linalg, "lu_solve", None) is not None and linalg.lu_solve not in CALL_GUARDS:
+        CALL_GUARDS[linalg.lu_solve] = _guard_lu_solve
+        _KEEP.append(linalg.lu_solve)
     _close_pandas_interchange()
     _copy_arrays_given_to_callbacks()
     swap_in_library_state()   # a library loaded during a cell: its state is the engine's from now on

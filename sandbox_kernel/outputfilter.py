@@ -86,12 +86,15 @@ DENIAL_MARK = "\u26d4"
 # C0 controls but \t and \n, DEL, C1 controls, bidi embedding/override/isolate marks, lone surrogates,
 # the denial mark.
 _UNSAFE_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-                          "\ud800-\udfff\u26d4]")
+                          "\u2028\u2029\ud800-\udfff\u26d4]")
 _TEXT_TOKEN = re.compile("\x1b\\[([0-9;]{0,64})m|" + _UNSAFE_TEXT.pattern)
 # SGR parameters that only colour or weight text (no conceal, blink, reverse video).
 _SGR_SIMPLE = frozenset({0, 1, 2, 3, 4, 22, 23, 24, 39, 49, *range(30, 38), *range(40, 48), *range(90, 98),
                          *range(100, 108)})
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Unicode's line and paragraph separators: str.splitlines() (agents, the MCP client) breaks a line there, so a
+# one-line denial could carry a second line (review O3, O3-3). Shown by their code, like the bidi marks.
+_SHOWN_BY_CODE = _BIDI | {"\u2028", "\u2029"}
 
 
 def _sgr_allowed(params: str) -> bool:
@@ -126,7 +129,7 @@ def _visible(m: re.Match) -> str:
         return "\u241b" + token[1:]  # the ESC shown as a symbol, the rest as text
     ch = token
     code = ord(ch)
-    if ch in _BIDI or ch == DENIAL_MARK:
+    if ch in _SHOWN_BY_CODE or ch == DENIAL_MARK:
         return f"<U+{code:04X}>"
     if code < 0x20:
         return chr(0x2400 + code)  # Unicode's control pictures: a visible ␛, ␇, ␈ ...
@@ -139,7 +142,7 @@ def _visible_char(m: re.Match) -> str:
     """One character _UNSAFE_TEXT matched, as clean_text shows it outside a colour sequence."""
     ch = m.group(0)
     code = ord(ch)
-    if ch in _BIDI or ch == DENIAL_MARK:
+    if ch in _SHOWN_BY_CODE or ch == DENIAL_MARK:
         return f"<U+{code:04X}>"
     if code < 0x20:
         return chr(0x2400 + code)

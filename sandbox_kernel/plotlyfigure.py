@@ -187,6 +187,10 @@ def typed_array(value: dict):
         dims, text = shape, ", ".join(map(str, shape))
     else:
         return _DROP
+    if len(dims) > 1 and 0 in dims:
+        # plotly.js makes one view per row of the leading dimensions: "1000000000, 0" over no data made 10**9
+        # of them and crashed the tab on every opening of the notebook (review O3, O3-2)
+        return _DROP
     product = 1
     for d in dims:
         product *= d

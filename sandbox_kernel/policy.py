@@ -269,6 +269,11 @@ ALWAYS_DENIED_MODULES = (
     "pandas.io.clipboard", "pandas.io.clipboards", "pandas.io.pickle", "pandas.core.computation",
     "pandas.util._print_versions", "plotly.io.kaleido", "plotly.io.orca", "plotly.io.base_renderers",
     "plotly.offline", "scipy.weave", "scipy._lib", "distutils", "setuptools", "pip",
+    # raw LAPACK/BLAS: f2py wrappers take pivots, sizes and leading dimensions from the caller unchecked and
+    # write read-only arrays in place (dlaswp swapped any address, lapack_lite.dgeqrf overflowed the heap:
+    # review 10, N10-12); scipy.linalg's own functions are the way in
+    "scipy.linalg.lapack", "scipy.linalg.blas", "scipy.linalg.cython_lapack", "scipy.linalg.cython_blas",
+    "scipy.linalg._flapack", "scipy.linalg._fblas", "numpy.linalg.lapack_lite",
     "dateutil.tz.win", "dateutil.tzwin", "dateutil.zoneinfo",
 )
 
@@ -306,6 +311,8 @@ _DATA_OBJECT_DENY = (
     "pandas.api.extensions.register_dataframe_accessor", "pandas.api.extensions.register_series_accessor",
     "pandas.api.extensions.register_index_accessor", "pandas.api.extensions.register_extension_dtype",
     "scipy.LowLevelCallable",
+    # hand out the raw LAPACK/BLAS wrappers above by name
+    "scipy.linalg.get_lapack_funcs", "scipy.linalg.get_blas_funcs", "scipy.linalg.find_best_blas_type",
     # plotly: image export starts a browser process; renderers open browsers
     "plotly.io.write_image", "plotly.io.to_image", "plotly.io.full_figure_for_development",
     "plotly.io.renderers", "plotly.basedatatypes.BaseFigure.write_image",

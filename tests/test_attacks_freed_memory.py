@@ -104,11 +104,14 @@ def test_nditer_buffers_do_not_outlive_close(close):
     assert result["ename"] == "CallDenied" and not result["typeptr"] and not result["written"], json.dumps(result)
 
 
-def test_unbuffered_iteration_still_works(run):
-    r = run("import numpy as np\na = np.arange(6.0).reshape(2, 3)\ntot = 0.0\nfor x in np.nditer(a):\n"
-            "    tot += float(x)\nwith np.nditer(a, op_flags=[['readwrite']]) as it:\n    for x in it:\n"
-            "        x[...] = 2 * x\nouter = [i.shape for i in np.nested_iters(a, [[0], [1]])]\nprint(tot, a.sum(), outer)\n")
-    assert r.ok and r.stdout == "15.0 30.0 [(2,), (3,)]\n", r
+def test_iterators_are_refused_and_their_replacements_work(run):
+    """Since review 10 (N10-1: unbuffered values over an operand only the iterator held) nditer is refused
+    altogether; what analysis code uses it for works without it."""
+    r = run("import numpy as np\na = np.arange(6.0).reshape(2, 3)\nnp.nditer(a)\n")
+    assert r.error_name == "CallDenied" and r.denied(line=3), r
+    r = run("import numpy as np\na = np.arange(6.0).reshape(2, 3)\ntot = sum(float(a[i]) for i in np.ndindex(a.shape))\n"
+            "for i, v in np.ndenumerate(a):\n    a[i] = 2 * v\nprint(tot, a.sum())\n")
+    assert r.ok and r.stdout == "15.0 30.0\n", r
 
 
 # --- C work memory handed to a callback: MINPACK (review 9, N9-3) --------------------------------------------------

@@ -494,7 +494,9 @@ def test_the_cells_own_function_refuses_to_run_in_the_host(outside, route):
     cell = "import functools, numpy as np\n" + CELL_WRAPPERS[route].format(writer=savetxt_writer(target))
     result = run_cell_in_child(cell, report=("status", "ename"), probe=host_probe_any(HOST_MA_SQRT), hard_exit=True)
     assert "crashed" not in result, result
-    assert result.get("host_error") == "LimitExceeded", result
+    # np.ma.sqrt is kept by numpy.ma's module: since review 10 (N10-10) the write itself is refused; before, the
+    # cell's function stored there refused to run in the host
+    assert result.get("ename") == "AttributeDenied" or result.get("host_error") == "LimitExceeded", result
     assert not target.exists(), result
 
 
