@@ -69,6 +69,14 @@ def _guard_numpy_load(fn, gates):
     return runtime_callable(load)
 
 
+def _refuse(exc):
+    """Raise exc (a genuine refusal), recorded as the running engine's denial when an engine runs."""
+    gates = CURRENT_GATES.get()
+    if gates is not None:
+        gates.deny(exc)
+    raise exc
+
+
 def _guard_lu_solve(fn, gates):
     """scipy.linalg.lu_solve((lu, piv), b): LAPACK's ?getrs swaps rows by the pivots it is given, unchecked
     (piv [5] returned a heap word, [10**6] crashed: review 10, N10-12). Pivots are lu_factor's or refused."""
@@ -329,10 +337,7 @@ def _checked_depth(depth, what) -> int:
         exc = genuine(SizeDenied(f"{what} nested {depth:,} deep",
                          f"C iterators nest at most {MAX_ITERATOR_NESTING:,} deep (next() would recurse in C "
                          f"past the end of the stack)"))
-        gates = CURRENT_GATES.get()
-        if gates is not None:
-            gates.deny(exc)
-        raise exc
+        _refuse(exc)
     return depth
 
 
@@ -775,10 +780,7 @@ def _guard_copy_reconstruct() -> None:
                 exc = genuine(CallDenied(f"a deep copy of a {type(x).__name__}",
                                          "its index arrays would come from a memo the cell can fill",
                                          hint="use the object's own copy() method"))
-                gates = CURRENT_GATES.get()
-                if gates is not None:
-                    gates.deny(exc)
-                raise exc
+                _refuse(exc)
             func = functools.partial(_made_like, x, func)
         return original(x, memo, func, args, *rest, **kwargs)
     _reconstruct.__st_closed__ = True
@@ -790,10 +792,7 @@ def _made_like(original, make, *args):
     if type(made) is not type(original):
         exc = genuine(CallDenied(f"a copy of a {type(original).__name__} made as a {type(made).__name__}",
                                  "a copy is an object of the original's own class (its reduction answered otherwise)"))
-        gates = CURRENT_GATES.get()
-        if gates is not None:
-            gates.deny(exc)
-        raise exc
+        _refuse(exc)
     return made
 
 
@@ -1086,10 +1085,7 @@ def _guard_array_unlock(np) -> bool:
                 exc = genuine(CallDenied("making a read-only array writeable",
                                          "a read-only array may be a library's own data, which it trusts",
                                          hint="a.copy() is a writeable copy"))
-                gates = CURRENT_GATES.get()
-                if gates is not None:
-                    gates.deny(exc)
-                raise exc
+                _refuse(exc)
         return original(self, write, align, uic)
     setflags.__doc__ = original.__doc__
     runtime_callable(setflags)
@@ -1109,10 +1105,7 @@ def _refuse_object_buffer(arr):
     would land over its pointers."""
     exc = genuine(CallDenied("writing into an object array's storage as bytes",
                              "object arrays hold pointers; their storage is never written as bytes"))
-    gates = CURRENT_GATES.get()
-    if gates is not None:
-        gates.deny(exc)
-    raise exc
+    _refuse(exc)
 
 
 def _object_storage(obj) -> bool:
