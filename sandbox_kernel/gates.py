@@ -456,12 +456,13 @@ class Gates:
         raise exc
 
     def _decision(self, obj, name):
-        """The decision for obj.name, from the caches or freshly made (raises when denied)."""
+        """The decision for obj.name, from the caches or freshly made (raises when denied); getattr inlines the
+        cache lookup on its hot path."""
         t = type(obj)
-        decision = self._cache.get((t, name))
-        if decision is None and t in _HASHABLE_METACLASSES:
-            decision = self._class_cache.get((obj, name))
-        return decision if decision is not None else self._decide(obj, t, name)
+        try:
+            return self._cache[(obj if t is ModuleType else t, name)]
+        except KeyError:
+            return self._decision_not_cached(obj, t, name)
 
     def _allowed_quietly(self, obj, name) -> bool:
         self._quiet += 1
@@ -571,10 +572,7 @@ class Gates:
         itself is refused. Module attributes, builtin data and the public attributes of the cell's own
         classes are not read here (their decision covers the value), so Python reads them once."""
         t = type(subject)
-        try:
-            decision = self._cache[(subject if t is ModuleType else t, name)]
-        except KeyError:
-            decision = self._decision_not_cached(subject, t, name)
+        decision = self._decision(subject, name)
         if decision is _ALLOW_PURE or t in OWN_CLASSES and Rewriter._own_attribute_name(name):
             return   # what the inline own-instance path (rewriter) reads unchecked too
         if decision is _ALLOW:
@@ -2443,13 +2441,19 @@ def _estimated_length(it, depth: int = 0) -> int:
     return 0
 
 
-def _on_mro(cls, name):
-    """What name resolves to on cls (not on its instances), read from the classes' dicts: no hook runs."""
+def _resolved_on_mro(cls, name):
+    """(the class that holds name, its value) as name resolves on cls (not on its instances), read from the
+    classes' dicts: no hook runs. (None, None) when no class holds it."""
     for base in type.__dict__["__mro__"].__get__(cls):
         held = type.__dict__["__dict__"].__get__(base)
         if name in held:
-            return held[name]
-    return None
+            return base, held[name]
+    return None, None
+
+
+def _on_mro(cls, name):
+    """What name resolves to on cls, or None."""
+    return _resolved_on_mro(cls, name)[1]
 
 
 # Consumers that take an object by another protocol than iteration when it has one of these (dict(mapping)
@@ -2712,12 +2716,7 @@ _REINITIALISABLE = (list, dict, set, bytearray, collections.deque, collections.O
 
 def _reinitialisable(cls) -> bool:
     """cls.__init__ may be read: it is the cell's own function, object's, or a builtin container's."""
-    init = None
-    for base in type.__dict__["__mro__"].__get__(cls):
-        held = type.__dict__["__dict__"].__get__(base)
-        if "__init__" in held:
-            init, owner = held["__init__"], base
-            break
+    owner, init = _resolved_on_mro(cls, "__init__")
     if init is None or init is object.__dict__["__init__"] or owner in _REINITIALISABLE:
         return True
     return type(init) is FunctionType and is_sandbox_function(init)
