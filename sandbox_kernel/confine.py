@@ -649,6 +649,11 @@ def _rewritten_tree(frame, event) -> bool:
     return event == "compile" and isinstance(frame.f_locals.get("tree"), (ast.Module, ast.Expression))
 
 
+def _provided_code(frame, event) -> bool:
+    """provided_modules.build runs the one code object it compiled from its own rewritten source."""
+    return event == "exec" and frame.f_locals.get("code") is frame.f_globals["_compiled"]()[0]
+
+
 def _compile_only(frame, event) -> bool:
     return event == "compile"
 
@@ -669,6 +674,8 @@ _SOURCE_CALLERS_SPEC = (
     ("jinja2.environment", "Template.from_code", _installed_template_code),
     ("jinja2.debug", "fake_traceback", _always),    # '\n' * lineno + 'raise __jinja_exception__'
     ("sandbox_kernel.engine", "Engine._compile_text", _rewritten_tree),   # a cell's eval()/exec() text
+    ("sandbox_kernel.provided_modules", "_compiled", _rewritten_tree),     # the sandbox's IPython.display
+    ("sandbox_kernel.provided_modules", "build", _provided_code),
 )
 _SOURCE_CALLERS: dict = {}       # code object -> check(frame, event)
 

@@ -28,11 +28,11 @@ from collections import deque
 from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, ModuleType
 from typing import Callable
 
-from . import cellmagics, confine, helptext, limits, render
+from . import cellmagics, confine, helptext, limits, provided_modules, render
 from .builtins_table import NamespaceSnapshot, documented_as, make_builtins, own_names
 from .denials import (BuiltinDenied, CallDenied, LimitExceeded, MemoryLimitExceeded, SandboxViolation,
                       ValidationDenied, genuine, is_genuine, new_cell)
-from .gates import CURRENT_GATES, TEXT_FILENAME_PREFIX, Gates
+from .gates import CURRENT_GATES, TEXT_FILENAME_PREFIX, Gates, runtime_callable
 from .limits import Budget, resident_bytes
 from .policy import Limits, Policy
 from .rewriter import (CELL_FILENAME_PREFIX, FORBIDDEN_NAMES, GATE_PREFIX, cell_filename, parse_cell, rewrite,
@@ -75,8 +75,9 @@ class Engine:
         self._rss_baseline = resident_bytes()
         self.budget = Budget(self.builtins)
         self.namespace: dict = {"__name__": "__main__", "__doc__": None, "__builtins__": self.builtins}
+        self._provided = None   # provided_modules' objects, once a cell imported one
         self.gates = Gates(self.policy, on_denial=self._record_denial, budget=self.budget,
-                           namespace=self.namespace, display=self._display)
+                           namespace=self.namespace, display=self._display, provided=self._provided_module)
         self._context.run(CURRENT_GATES.set, self.gates)
         self._streams: OutputStreams | None = None
         self._limits: Limits = self.policy.limits
@@ -412,6 +413,30 @@ class Engine:
         limits = self._limits
         for obj in objs:
             self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
+
+    def _display_as(self, obj, display_id, update=False):
+        """A display with an id, or (update) the replacement of the earlier displays with that id
+        (IPython.display's display_id / DisplayHandle.update). The kernel checks the id."""
+        if type(display_id) is not str:
+            raise TypeError(f"a display id is a str, not {type(display_id).__name__}")
+        self._emit({"type": "display", "data": self._bundle(obj, self._limits), "metadata": {},
+                    "transient": {"display_id": display_id[:200]}, "update": bool(update)})
+
+    def _clear_output(self, wait=False):
+        """IPython.display.clear_output: the cell's output so far is cleared (wait: when the next output
+        arrives)."""
+        self._emit({"type": "clear_output", "wait": bool(wait)})
+
+    def _provided_module(self, name: str):
+        """The sandbox's own IPython.display (provided_modules), built by the first cell that imports it,
+        or None for any other name."""
+        if name not in provided_modules.PROVIDED:
+            return None
+        if self._provided is None:
+            self._provided = provided_modules.build(self.builtins, self._sources, {
+                "_display": self.builtins["display"], "_show": runtime_callable(self._display_as),
+                "_clear": runtime_callable(self._clear_output)})
+        return self._provided[name]
 
     def _seed002_result(self, before, limits: Limits) -> None:
         """A cell that assigns ``result = {"output": ..., "chart": ...}`` publishes the charts; the output

@@ -218,7 +218,10 @@ def _type_name(obj) -> str:
 
 
 def _origin(v) -> str:
-    """The top-level module a function or class comes from ('' when unknown)."""
+    """The top-level module a function or class comes from ('' when unknown, and for the sandbox's own classes:
+    their __module__ is whatever the sandboxed source that made them was named)."""
+    if is_sandbox_class(v):
+        return ""
     mod = getattr(v, "__module__", None)
     if type(mod) is not str:
         return ""
@@ -407,11 +410,13 @@ _ALLOW_PURE = 2  # read, the value was checked once (module attributes)
 class Gates:
     """All gates for one engine and one policy at a time."""
 
-    def __init__(self, policy: Policy, *, on_denial=None, budget=None, namespace=None, display=None):
+    def __init__(self, policy: Policy, *, on_denial=None, budget=None, namespace=None, display=None,
+                 provided=None):
         self.on_denial = on_denial or (lambda exc: None)
         self.budget = budget
         self.namespace = namespace
         self.display = display
+        self.provided = provided or (lambda name: None)   # the sandbox's own modules (provided_modules)
         self.formatter = _GatedFormatter(self)
         # process-wide library state (pandas options, uarray backends ...) as this engine's cells left it, and
         # the host's while a cell runs (guards.swap_in_library_state)
@@ -1670,6 +1675,9 @@ class Gates:
     def import_module(self, name: str):
         if type(name) is not str:
             self.deny(ImportDenied(repr(name)[:40], "module names must be plain str"))
+        provided = self.provided(name)
+        if provided is not None:   # sandboxed source the engine ran for the cell: never importlib's
+            return provided
         rule = self.policy.module_rule(name)
         if rule is None:
             self.deny(ImportDenied(name, "this module is not granted", hint=self._modules_hint()))
@@ -1701,7 +1709,8 @@ class Gates:
                         continue
                     except ImportError:
                         pass
-                raise ImportError(f"cannot import name '{n}' from '{modname}'") from None
+                provided = " (the sandbox provides IPython.display, not IPython)" if self.provided(modname) else ""
+                raise ImportError(f"cannot import name '{n}' from '{modname}'{provided}") from None
         return tuple(out)
 
     def importstar(self, modname):

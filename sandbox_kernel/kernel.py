@@ -621,8 +621,15 @@ class SandboxKernel(IPythonKernel):
                     self._publish("execute_result", {"execution_count": count, "data": data,
                                                      "metadata": metadata})
                 else:
-                    self._publish("display_data", {"data": data, "metadata": metadata, "transient": {}})
+                    display_id = cell.display_id(event.get("transient"))
+                    transient = {} if display_id is None else {"display_id": display_id}
+                    update = display_id is not None and event.get("update") is True
+                    self._publish("update_display_data" if update else "display_data",
+                                  {"data": data, "metadata": metadata, "transient": transient})
                 self._publish_streams(notices)
+            elif kind == "clear_output":
+                if cell.clear() and not silent:
+                    self._publish("clear_output", {"wait": event.get("wait") is True})
             elif kind == "error":
                 traceback = event.get("traceback") or []
                 denial = event.get("denial")

@@ -197,6 +197,7 @@ _HTML_ATTRIBUTES = {
     "ol": {"start"},
     "details": {"open"},
 }
+_DISPLAY_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 _DATA_IMAGE = re.compile(r"^data:image/(?:png|jpeg|gif);base64,[A-Za-z0-9+/=]*$")
 _FRAGMENT = re.compile(r"^#[A-Za-z0-9_.:-]{0,200}$")
 _NUMBER = re.compile(r"^[0-9]{1,5}$")
@@ -684,6 +685,22 @@ class CellOutput:
         clean = validate_plotly(fig)
         self._chart_ids[id(fig)] = (fig, clean)
         return clean
+
+    def clear(self) -> bool:
+        """Whether a clear_output of the cell may be published: each is a message, counted like a display."""
+        if self.displays >= self.MAX_DISPLAYS:
+            self.displays_dropped += 1
+            self.displays_dropped_total += 1
+            return False
+        self.displays += 1
+        return True
+
+    @staticmethod
+    def display_id(transient) -> str | None:
+        """The display id of a display's transient data, when it is one a front end may key outputs by (the
+        cell chose it: plain letters, digits and ``_.:-``, at most 200)."""
+        value = transient.get("display_id") if isinstance(transient, dict) else None
+        return value if type(value) is str and _DISPLAY_ID.fullmatch(value) else None
 
     def bundle(self, data: dict, metadata: dict | None = None) -> tuple[dict, dict] | None:
         """Filtered (data, metadata), or None when nothing publishable is left."""

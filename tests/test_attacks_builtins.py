@@ -155,7 +155,7 @@ FORBIDDEN_IMPORTS = [
     "import io\nx = io.open", "import io\nx = io.FileIO", "from io import open", "import marshal",
     "import pickle", "import shutil", "import socket", "import types", "import weakref", "import threading",
     "import _thread", "import asyncio", "import signal", "import sandbox_kernel", "import sandbox_kernel.gates",
-    "import IPython", "import ipykernel", "import pathlib", "import tempfile", "import code", "import runpy",
+    "import IPython.core", "from IPython.core.getipython import get_ipython", "import ipykernel", "import pathlib", "import tempfile", "import code", "import runpy",
     "import webbrowser", "import urllib.request", "import http.client", "import multiprocessing",
     "import numpy.ctypeslib", "from numpy import ctypeslib", "import numpy.f2py", "import numpy.lib.format",
     "from numpy.lib import format", "import numpy.testing", "import numpy._core", "from numpy import _core",

@@ -130,3 +130,37 @@ def test_stdout_without_flush_is_streamed_while_the_cell_runs(kernel):
     result = run_interrupted_once_running(kernel, "import time\nprint('early')\ntime.sleep(20)\nprint('late')")
     assert result["status"] == "error" and result["error"]["ename"] == "Cancelled", result["error"]
     assert result["output"] == "early\n", result["output"]
+
+
+def test_ipython_display_updates_and_clears_over_the_protocol(kernel):
+    """IPython.display's display_id, update and clear_output become the protocol's own messages."""
+    result = kernel.run("from IPython.display import display, clear_output, HTML, IFrame\n"
+                        "h = display(HTML('<b>one</b>'), display_id=True)\n"
+                        "h.update(HTML('<b>two</b>'))\n"
+                        "print('before')\n"
+                        "clear_output(wait=True)\n"
+                        "display(IFrame('https://example.com/app', width=400, height=300))")
+    assert result["status"] == "ok", result["error"]
+    outputs = [o for o in result["outputs"] if o["type"] != "stream" or o["name"] == "stdout"]
+    kinds = [o["type"] for o in outputs if o["type"] != "stream"]
+    assert kinds == ["display_data", "update_display_data", "clear_output", "display_data"], kinds
+    printed = "".join(o["text"] for o in outputs[:[o["type"] for o in outputs].index("clear_output")]
+                      if o["type"] == "stream")
+    assert printed == "before\n"   # what was printed before clear_output reached the front end first
+    outputs = [o for o in outputs if o["type"] != "stream"]
+    first, update = outputs[0], outputs[1]
+    display_id = first["transient"]["display_id"]
+    assert display_id and update["transient"] == {"display_id": display_id}
+    assert first["data"]["text/html"] == "<b>one</b>" and update["data"]["text/html"] == "<b>two</b>"
+    assert outputs[2]["wait"] is True
+    iframe = outputs[3]["data"]
+    assert set(iframe) == {"text/plain"} and "not loaded" in iframe["text/plain"]
+
+
+def test_a_display_id_the_kernel_cannot_key_by_is_published_without_it(kernel):
+    result = kernel.run("from IPython.display import display, update_display\n"
+                        "display('a', display_id='bad id <x>')\n"
+                        "update_display('b', display_id='bad id <x>')")
+    assert result["status"] == "ok", result["error"]
+    assert [(o["type"], o.get("transient")) for o in result["outputs"]] == [("display_data", {}),
+                                                                            ("display_data", {})]

@@ -406,7 +406,9 @@ _DENIAL_FIELDS = {"kind": (str,), "target": (str,), "rule": (str,), "line": (int
 EVENT_SCHEMAS = {
     "stream": {"name": (True, lambda v: v in ("stdout", "stderr")), "text": (True, _is_str)},
     "display": {"data": (True, _is_mime_bundle), "metadata": (False, _is_opt_dict),
-                "transient": (False, _is_opt_dict)},
+                "transient": (False, _is_opt_dict), "update": (False, _is_bool)},
+    # IPython.display.clear_output (the sandbox's own, provided_modules)
+    "clear_output": {"wait": (True, _is_bool)},
     "result": {"data": (True, _is_mime_bundle), "metadata": (False, _is_opt_dict),
                "execution_count": (False, _is_opt_num)},
     "error": {"ename": (True, _is_str), "evalue": (True, _is_str), "traceback": (True, _is_str_list),
@@ -428,7 +430,7 @@ EVENT_SCHEMAS = {
     "fatal": {"message": (True, _is_str)},
 }
 # Messages that belong to a request and must carry its id.
-REQUEST_TYPES = frozenset({"stream", "display", "result", "error", "denial", "done", "reply"})
+REQUEST_TYPES = frozenset({"stream", "display", "clear_output", "result", "error", "denial", "done", "reply"})
 
 
 def validate_event(message: dict, *, allowed: frozenset | set | None = None, rid: int | None = None) -> dict:

@@ -54,7 +54,7 @@ DEFAULT_WARM = ("numpy", "pandas", "plotly", "plotly.graph_objects", "plotly.exp
 ENV_PASS = ("PATH", "LANG", "LANGUAGE", "TZ", "PLOTLY_RENDERER", "OMP_NUM_THREADS",
             "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS", "SYSTEMROOT")
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-CELL_EVENTS = frozenset({"stream", "display", "result", "error", "denial", "done"})
+CELL_EVENTS = frozenset({"stream", "display", "clear_output", "result", "error", "denial", "done"})
 POLL = 0.25
 # The kernel's cap on one cell's rich display data (SandboxKernel.max_display_bytes): the host keeps no
 # more than this of a cell's displays while relaying it, and discards displays far past it unread.
@@ -1321,7 +1321,7 @@ class _Relayed:
 
     def drop_costly(self) -> bool:
         """A frame too costly to decode was read in full: drop it if it is the cell's own output."""
-        if self.kind not in ("stream", "display", "result", "denial"):
+        if self.kind not in ("stream", "display", "clear_output", "result", "denial"):
             return False
         self._dropped(self.length)
         return True
@@ -1354,6 +1354,9 @@ class _Relayed:
             self.saturated |= self.text_seen >= self.text_budget
         elif kind == "error":
             self.errors += 1
+        elif kind == "clear_output":   # counted like a display: a flood of them is a flood of messages
+            self.display_seen += length
+            self.saturated |= self.display_seen >= self.display_budget
         elif kind in ("display", "result"):
             self.display_seen += length
             chart = event["data"].get(PLOTLY_MIME)
