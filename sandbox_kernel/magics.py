@@ -11,6 +11,7 @@ Pure functions and plain data; the kernel holds the state.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import re
 import shlex
@@ -223,6 +224,7 @@ class Line:
     name: str = ""     # the magic's name without % signs
     args: str = ""
     indented: bool = False
+    starts_statement: bool = True   # for code: not inside a string, brackets or after a backslash
 
 
 def statement_indent(text: str, lines_before) -> int:
@@ -262,7 +264,7 @@ def scan_lines(source: str):
         if scanner.scan(text):
             yield Line(index, text, "help" if at_start and help_target(text) else "question", indented=indented)
             continue
-        yield Line(index, text, "code", indented=indented)
+        yield Line(index, text, "code", indented=indented, starts_statement=at_start)
 
 
 def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
@@ -274,6 +276,8 @@ def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
     lines = source.split("\n")
     parsed = ParsedCell(code="")
     out_lines = []
+    engine_lines: set = set()   # indices of the IPython lines the engine runs (%time, obj?): not Python yet
+    automagic: set = set()      # indices of code lines that start a statement with an automagic name
     first_code_line = True
 
     def skip(line: Line, reason: str, silent: bool = False):
@@ -332,9 +336,44 @@ def parse_cell(source: str, policy: str | None = None) -> ParsedCell:
         elif line.kind == "question":
             skip(line, "help syntax works on a name (`obj?`, `obj.attr??`); this line was not run")
         else:
+            if line.starts_statement and _AUTOMAGIC.match(text):
+                automagic.add(len(out_lines))
             out_lines.append(text)
+            continue
+        if line.kind != "help" and line.name not in ENGINE_MAGICS:
+            continue
+        engine_lines.add(len(out_lines) - 1)
+    if automagic:
+        _skip_automagic(out_lines, engine_lines, automagic, parsed.skipped)
     parsed.code = "\n".join(out_lines)
     return parsed
+
+
+# IPython's automagic runs these names without a %: its shell-like magics and its default aliases on POSIX
+# (`pip install x` is `%pip install x`, `ls data` is `!ls data`), when the line is not Python.
+_AUTOMAGIC = re.compile(r"[ \t]*(pip3?|conda|mamba|cd|pwd|env|cat|clear|cp|ldir|less|lf|lk|ll|ls|lx|man|mkdir|more"
+                        r"|mv|rm|rmdir)(?:[ \t]|$)")
+
+
+def _skip_automagic(out_lines: list, engine_lines: set, automagic: set, skipped: list) -> None:
+    """Automagic lines are skipped like `!cmd`, and the rest of the cell runs. Only a line where the cell stops
+    parsing is one (`ls = [1]` and `cat(x)` are Python; `ls -l` parses, and fails as Python would)."""
+    lines = ["pass" if i in engine_lines else text for i, text in enumerate(out_lines)]
+    for _ in range(100):
+        try:
+            ast.parse("\n".join(lines))
+            return
+        except SyntaxError as exc:
+            index = (exc.lineno or 0) - 1
+        except (ValueError, RecursionError, MemoryError):   # the engine reports these for the whole cell
+            return
+        if index not in automagic or lines[index] != out_lines[index]:
+            return
+        text = out_lines[index]
+        name = _AUTOMAGIC.match(text).group(1)
+        why = _WHY["pip"] if name.startswith("pip") or name in ("conda", "mamba") else _WHY.get(name, _SHELL_WHY)
+        skipped.append(Skipped(index + 1, text.strip()[:80], why + " (IPython runs this line as a shell command)"))
+        lines[index] = out_lines[index] = " " * statement_indent(text, out_lines[:index]) + "pass"
 
 
 # -- Applying control magics -------------------------------------------------------------------------

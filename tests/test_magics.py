@@ -143,3 +143,26 @@ def test_isolation_ceiling_is_the_weakest_level_allowed():
         select_isolation("none", "process")
     with pytest.raises(MagicError, match="unknown isolation level"):
         select_isolation("docker", "none")
+
+
+@pytest.mark.parametrize("source, code, skipped", [
+    ("pip install anywidget\nx = 1", "pass\nx = 1", [1]),
+    ("cat scripts/hello-world.py\nprint(2)", "pass\nprint(2)", [1]),
+    ("%time x = 1\npip install foo\ny = 2", "%time x = 1\npass\ny = 2", [2]),
+    ("for i in range(3):\n    ls data/\nz = 1", "for i in range(3):\n    pass\nz = 1", [2]),
+    ("cd data\nls data", "pass\npass", [1, 2]),
+    # Python, or not at a statement's start: left to the engine as written
+    ("ls = [1]\nls", "ls = [1]\nls", []),
+    ("ls -l", "ls -l", []),
+    ("cat(3)", "cat(3)", []),
+    ("x = (\npip install\n)", "x = (\npip install\n)", []),
+    ("s = '''\ncat x\n'''", "s = '''\ncat x\n'''", []),
+    ("pip install x\ndef f(:\n    pass", "pass\ndef f(:\n    pass", [1]),
+])
+def test_automagic_shell_lines_are_skipped_and_the_rest_runs(source, code, skipped):
+    """IPython runs `pip install x` and `ls data` without `%` or `!` (automagic); the sandbox skips them like
+    `!cmd`, with a note, where the cell would not parse otherwise."""
+    parsed = parse_cell(source)
+    assert parsed.code == code
+    assert [s.line for s in parsed.skipped] == skipped
+    assert all("shell command" in s.reason for s in parsed.skipped)

@@ -31,6 +31,18 @@ def test_a_cell_with_skipped_lines_runs_the_rest(kernel):
         ("magic", "!pip", 3), ("magic", "%load_ext", 4), ("magic", "!ls", 6)]
 
 
+def test_automagic_shell_lines_are_skipped_and_the_rest_runs(kernel, tmp_path):
+    """`pip install x` and `cat file` without `!` are shell commands in IPython (automagic): skipped with a note;
+    nothing is installed or read, and the rest of the cell runs."""
+    result = kernel.run("pip install anywidget\ncat ~/.ssh/id_rsa\nx = 40 + 2\nx")
+    assert result["status"] == "ok", result
+    assert result["outputs"][-1]["data"]["text/plain"] == "42"
+    notes = texts(result, "stderr")
+    assert "note: line 1: `pip install anywidget` was skipped: packages cannot be installed" in notes
+    assert "note: line 2: `cat ~/.ssh/id_rsa` was skipped: shell commands do not run" in notes
+    assert [(d["kind"], d["line"]) for d in result["denials"]] == [("magic", 1), ("magic", 2)]
+
+
 def test_a_cell_under_another_cell_magic_does_not_run(kernel):
     result = kernel.run("%%bash\nmarker_from_bash = 1")
     assert result["status"] == "ok" and "nothing in this cell ran" in texts(result, "stderr")
