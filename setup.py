@@ -1,10 +1,11 @@
-"""Only here for the optional C extensions (pyproject.toml holds everything else).
+"""Only here for the C extensions (pyproject.toml holds everything else).
 
-sandbox_kernel._fastgates speeds up the hottest gates; sandbox_kernel._numpyguard holds numpy's C-level
-guards (an allocator that refuses arrays a cell's memory limit cannot hold, a check in ndarray's
-constructor). When they cannot be compiled (no compiler, no Python headers) the install still succeeds:
-the gates run their Python fast paths, numpy allocations are bounded only by the memory sampler (and,
-at the worker levels, RLIMIT_AS), and numpy's classes are handed out as checking stand-ins.
+sandbox_kernel._fastgates holds the hottest gates and the tick; sandbox_kernel._numpyguard holds numpy's
+C-level guards (an allocator that refuses arrays a cell's memory limit cannot hold, checks in ndarray's
+constructor and buffer export) and type's (class creation and class writes). They are `optional` only so
+that an install without a compiler still succeeds and can say what is missing: without them no engine
+starts (engine.GuardsNotBuilt names the fix) unless the operator accepts the Python fallbacks
+(SANDBOX_KERNEL_PYTHON_GUARDS=1).
 """
 from setuptools import Extension, setup
 

@@ -44,8 +44,40 @@ _CO_COROUTINE = _inspect.CO_COROUTINE
 _OWN_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+# The kernel's environment variable by which an operator accepts the Python fallbacks of the C guards.
+PYTHON_GUARDS_VARIABLE = "SANDBOX_KERNEL_PYTHON_GUARDS"
+
+
+class GuardsNotBuilt(RuntimeError):
+    """The C extensions that hold several walls are missing or stale: no engine starts (fail closed)."""
+
+
+def missing_c_guards() -> list[str]:
+    """The C guard modules this process runs without (not built, or built from an older source)."""
+    from . import gates, guards
+
+    missing = [] if gates._fastgates is not None else ["sandbox_kernel._fastgates"]
+    if guards._numpyguard is None or limits._numpyguard is None:
+        missing.append("sandbox_kernel._numpyguard")
+    return missing
+
+
+def _check_c_guards() -> None:
+    missing = missing_c_guards()
+    if missing and os.environ.get(PYTHON_GUARDS_VARIABLE) != "1":
+        raise GuardsNotBuilt(
+            f"the sandbox's C guards are not built, or were built from an older source ({', '.join(missing)}), so "
+            "no cell runs: they hold several walls (numpy's raw-memory, buffer and allocation checks, class "
+            "creation and class writes, the tick), and the Python fallbacks do not close every route. Reinstall "
+            "where a C compiler and Python's headers are available (Debian/Ubuntu: apt-get install build-essential "
+            "python3-dev; then pip install --force-reinstall --no-deps sandbox_kernel, or pip install -e . in a "
+            f"checkout). An operator who accepts the fallbacks' gaps (docs/security.md) sets "
+            f"{PYTHON_GUARDS_VARIABLE}=1 in the kernel's environment.")
+
+
 class Engine:
     def __init__(self, policy: Policy, *, workdir: str | None = None):
+        _check_c_guards()
         self.policy = policy
         self.workdir = os.path.realpath(workdir or os.getcwd())
         self.audit: deque = deque(maxlen=500)

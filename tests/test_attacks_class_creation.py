@@ -191,6 +191,7 @@ def test_classes_libraries_make_for_the_cell_still_work(run):
 NO_EXTENSION_CLASS_SINK = """\
 import json, sys, tempfile
 sys.modules['sandbox_kernel._numpyguard'] = None     # as if the C extension had not been built
+import os; os.environ['SANDBOX_KERNEL_PYTHON_GUARDS'] = '1'   # the operator accepts the fallbacks (engine.py)
 from sandbox_kernel import gates
 from sandbox_kernel.engine import Engine
 from sandbox_kernel.policy import PRESETS

@@ -162,6 +162,7 @@ def test_the_host_formats_freely_between_cells(run):
 LIBRARY_FORMAT_WITHOUT_EXTENSION = """\
 import json, sys, tempfile
 sys.modules['sandbox_kernel._fastgates'] = None     # as if the C extension had not been built
+import os; os.environ['SANDBOX_KERNEL_PYTHON_GUARDS'] = '1'   # the operator accepts the fallbacks (engine.py)
 from sandbox_kernel.engine import Engine
 from sandbox_kernel.policy import PRESETS
 from sandbox_kernel import gates

@@ -412,6 +412,7 @@ def test_classes_that_define_the_protocols_are_the_listed_providers():
 NO_EXTENSION_CHILD = """\
 import json, sys, tempfile
 sys.modules['sandbox_kernel._numpyguard'] = None     # as if the C extension had not been built
+import os; os.environ['SANDBOX_KERNEL_PYTHON_GUARDS'] = '1'   # the operator accepts the fallbacks (engine.py)
 sys.modules['sandbox_kernel._fastgates'] = None
 from sandbox_kernel import guards
 from sandbox_kernel.engine import Engine
@@ -818,7 +819,9 @@ def test_copy_reduction_is_not_a_full_escape(tmp_path):
 # call guards. guards.py falls back to "the stand-ins are all there is" when the extension is missing.
 
 NO_C_EXTENSIONS = """\
+import os
 from sandbox_kernel import gates, guards, limits
+os.environ['SANDBOX_KERNEL_PYTHON_GUARDS'] = '1'   # the operator accepts the fallbacks (engine.py)
 gates._fastgates = None
 guards._numpyguard = None
 limits._numpyguard = None

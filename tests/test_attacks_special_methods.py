@@ -305,6 +305,7 @@ def test_through_a_kernel_completion_and_inspection_run_no_library_callable(tmp_
 NO_EXTENSION = """\
 import json, sys, tempfile
 sys.modules['sandbox_kernel._numpyguard'] = None     # as if the C extension had not been built
+import os; os.environ['SANDBOX_KERNEL_PYTHON_GUARDS'] = '1'   # the operator accepts the fallbacks (engine.py)
 from sandbox_kernel import gates
 from sandbox_kernel.engine import Engine
 from sandbox_kernel.policy import PRESETS

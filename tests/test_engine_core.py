@@ -413,3 +413,40 @@ def test_a_limit_never_fires_inside_the_delivery_of_an_event(engine):
     assert completed and "first" in completed[0]["text"], "the delivery was cut by the limit"
     assert done["status"] == "error" and done["error"]["ename"] == "TimeLimitExceeded", done
     assert run(engine, "1 + 1")[1]["status"] == "ok"
+
+
+NO_C_GUARDS = """\
+import json, os, sys, tempfile
+sys.modules['sandbox_kernel._numpyguard'] = None     # as if the C extension had not been built
+os.environ.pop('SANDBOX_KERNEL_PYTHON_GUARDS', None)
+os.environ.update(json.loads(sys.argv[1]))
+from sandbox_kernel.engine import Engine, GuardsNotBuilt
+from sandbox_kernel.policy import PRESETS
+try:
+    eng = Engine(PRESETS['data-science'], workdir=tempfile.mkdtemp())
+except GuardsNotBuilt as exc:
+    print(json.dumps({"refused": str(exc)}))
+else:
+    done = eng.run_cell("x = 6 * 7", emit=lambda e: None)
+    print(json.dumps({"ran": done["status"], "x": eng.namespace.get("x")}))
+"""
+
+
+@pytest.mark.parametrize("accepted", [False, True])
+def test_without_the_c_guards_no_engine_starts_unless_the_operator_accepts_the_fallbacks(accepted):
+    """Fail closed: a missing or stale build of the C guards (several walls live there) stops every cell with
+    what to do, unless the operator's environment accepts the Python fallbacks."""
+    import json
+    import subprocess
+    import sys
+
+    env = {"SANDBOX_KERNEL_PYTHON_GUARDS": "1"} if accepted else {}
+    out = subprocess.run([sys.executable, "-c", NO_C_GUARDS, json.dumps(env)], capture_output=True, text=True,
+                         timeout=120)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    if accepted:
+        assert report == {"ran": "ok", "x": 42}
+    else:
+        message = report["refused"]
+        assert "sandbox_kernel._numpyguard" in message and "build-essential python3-dev" in message
+        assert "SANDBOX_KERNEL_PYTHON_GUARDS=1" in message

@@ -52,7 +52,8 @@ DEFAULT_WARM = ("numpy", "pandas", "plotly", "plotly.graph_objects", "plotly.exp
 # Environment variables passed to a worker; nothing else from the kernel's environment (API keys,
 # tokens) reaches sandboxed code.
 ENV_PASS = ("PATH", "LANG", "LANGUAGE", "TZ", "PLOTLY_RENDERER", "OMP_NUM_THREADS",
-            "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS", "SYSTEMROOT")
+            "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS", "SYSTEMROOT",
+            "SANDBOX_KERNEL_PYTHON_GUARDS")   # the operator's acceptance of the C guards' fallbacks (engine.py)
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 CELL_EVENTS = frozenset({"stream", "display", "clear_output", "result", "error", "denial", "done"})
 POLL = 0.25
