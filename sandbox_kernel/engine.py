@@ -128,10 +128,12 @@ class Engine:
     # -- running a cell ------------------------------------------------------------------------
 
     def run_cell(self, source: str, *, emit: Emit, policy: Policy | None = None, limits: Limits | None = None,
-                 execution_count: int | None = None) -> dict:
+                 execution_count: int | None = None, display_bytes: int | None = None) -> dict:
         """Runs one cell; returns its done summary. Never raises for anything the cell did: whatever escapes
         the engine's own finishing of the cell (a limit's alarm landing in the runtime's code, a bug) becomes
-        the cell's error report. Only a failure of the caller's own ``emit`` is raised, without any chain."""
+        the cell's error report. Only a failure of the caller's own ``emit`` is raised, without any chain.
+        ``display_bytes``: what the cell's displays may add up to (the kernel's display cap, apart from the
+        text limit, limits.output_bytes); past it a display becomes a note. Default: the text limit."""
         policy = policy or self.policy
         limits = limits or policy.limits
         new_cell()
@@ -142,6 +144,8 @@ class Engine:
         self._cell_denials = []
         self._charts = []
         self._rich_bytes = 0
+        self._display_bytes = display_bytes if type(display_bytes) is int and display_bytes >= 0 else \
+            limits.output_bytes
         self._convention_output = None   # result["output"] of seed 002's convention, for the reply
         self._limits = limits
         # sizes are checked against this cell's memory limit (a %%sandbox --memory tightens them too)
@@ -427,14 +431,15 @@ class Engine:
         return code
 
     def _bundle(self, value, limits: Limits) -> dict:
-        data = render.bundle(value, self.gates, cap=limits.output_bytes)
+        cap = self._display_bytes
+        data = render.bundle(value, self.gates, cap=cap)
         size = len(json.dumps(data))
         self._rich_bytes += size
-        if self._rich_bytes > limits.output_bytes:
+        if self._rich_bytes > cap:
             if self._streams is not None:
                 self._streams.truncated = True
             return {"text/plain": f"[display of {size:,} bytes not shown: the cell's output is capped at "
-                                  f"{limits.output_bytes:,} bytes]"}
+                                  f"{cap:,} bytes]"}
         chart = data.get(render.PLOTLY_MIME)
         if chart is not None:
             self._charts.append(chart)
@@ -494,12 +499,12 @@ class Engine:
                 continue
             size = len(json.dumps(data))
             self._rich_bytes += size
-            if self._rich_bytes > limits.output_bytes:  # the same cap as display(): nothing more is kept
+            if self._rich_bytes > self._display_bytes:  # the same cap as display(): nothing more is kept
                 if self._streams is not None:
                     self._streams.truncated = True
                 self._emit({"type": "display", "metadata": {}, "data": {
                     "text/plain": f"[chart of {size:,} bytes not shown: the cell's output is capped at "
-                                  f"{limits.output_bytes:,} bytes]"}})
+                                  f"{self._display_bytes:,} bytes]"}})
                 continue
             self._charts.append(data)
             self._emit({"type": "display", "data": {render.PLOTLY_MIME: data,

@@ -110,7 +110,7 @@ class RogueEngine:
     def reset(self):
         self.namespace = {"__name__": "__main__"}
 
-    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
         import ast
         import contextlib
         import io

@@ -50,7 +50,7 @@ class ForgingEngine(RogueEngine):
     """Claims facts only the host may state: the worker's health, the isolation level, the policy, the
     cell's number, and when/in which cell its denials happened."""
 
-    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
         record = {"kind": "policy", "target": "os", "rule": "r", "line": 1, "policy": "unrestricted",
                   "hint": None, "message": "forged", "cell": 999, "time": 0.0}
         emit({"type": "denial", "record": dict(record)})

@@ -140,7 +140,7 @@ class NativeCanaries:
     def reset(self):
         pass
 
-    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None):
+    def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
         started = time.monotonic()
         error = None
         try:

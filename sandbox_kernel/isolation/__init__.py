@@ -24,10 +24,9 @@ class InProcessBackend:
         self.engine = Engine(policy, workdir=workdir)
 
     def run_cell(self, source, *, emit, policy=None, limits=None, execution_count=None, display_bytes=None):
-        """``display_bytes`` (the kernel's display cap) matters only across a channel: here the events
-        are handed over as they are made, and nothing is kept."""
+        """``display_bytes``: what the cell's displays may add up to before the engine notes the rest."""
         return self.engine.run_cell(source, emit=emit, policy=policy, limits=limits,
-                                    execution_count=execution_count)
+                                    execution_count=execution_count, display_bytes=display_bytes)
 
     def evaluate(self, expression, *, policy=None, display_bytes=None):
         return self.engine.evaluate(expression, policy=policy)

@@ -349,7 +349,7 @@ class Worker:
         self._sent_stdout = []
         try:
             done = self.engine.run_cell(req["source"], emit=self._emit, policy=policy, limits=limits,
-                                        execution_count=req.get("execution_count"))
+                                        execution_count=req.get("execution_count"), display_bytes=self._display_cap)
             if isinstance(done, dict) and isinstance(done.get("error"), dict):
                 done["error"] = self._explain(done["error"])
             if isinstance(done, dict):
