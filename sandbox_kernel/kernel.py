@@ -1,10 +1,10 @@
 """SandboxKernel: the Jupyter protocol around the sandbox engine.
 
-This file is the control plane. It strips and applies control magics within the operator's ceiling,
-hands the rest of the cell to the backend (the engine, in-process or in a worker), and turns the
-engine's JSON events into iopub messages through the output filter. User code never reaches
-IPython's ``run_cell``: IPython would turn ``%``/``!`` lines into ``get_ipython()`` calls and silently
-drop an AST transformer that raises. The IPython shell object exists only because ipykernel's
+This file is the control plane. A cell's path reads parse (magics.py) -> controls (controls.py, within
+the operator's ceiling) -> backend (the engine, in-process or in a worker) -> publish (the engine's JSON
+events become iopub messages through the output filter). User code never reaches IPython's
+``run_cell``: IPython would turn ``%``/``!`` lines into ``get_ipython()`` calls and silently drop an AST
+transformer that raises. The IPython shell object exists only because ipykernel's
 machinery (display hook, comm manager) expects one; nothing a cell sends runs in it.
 
 Side doors closed here: the debugger and subshells (kernel_info advertises neither, requests are
@@ -31,8 +31,8 @@ from traitlets import Bool, Dict, Enum, Int, List, Unicode, default
 
 from . import __version__
 from .auditlog import AuditFile
-from .magics import (Control, MagicError, cell_policy, describe_limits, describe_policy, exceeds,
-                     isolation_rank, parse_cell, select_isolation, select_policy)
+from .controls import Controls, exceeds, isolation_rank
+from .magics import MagicError, parse_cell
 from .outputfilter import DEFAULT_MIME_ALLOWLIST, OutputFilter, clean_text, one_line, pack_message
 from .denials import denial_names
 from .policy import DEFAULT_POLICY, ISOLATION_LEVELS, Policy, PolicyError, load_policies
@@ -173,6 +173,7 @@ class SandboxKernel(IPythonKernel):
             raise PolicyError(f"SandboxKernel.isolation '{self.isolation}' is weaker than "
                               f"SandboxKernel.isolation_ceiling '{self.isolation_floor}'")
         self.current_isolation = self.isolation
+        self.controls = Controls(self)
         # Comms: no handler runs for comm messages from a front end.
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = self._ignore_comm
@@ -376,9 +377,9 @@ class SandboxKernel(IPythonKernel):
         parent = self._cell_parent
         if parent is not None:
             header = parent.get("header") or {}
-            entry.update(cell=self._count, client_session=_audit_text(header.get("session"), 100),
-                         msg_id=_audit_text(header.get("msg_id"), 100))
-        entry.update({k: _audit_text(v, _AUDIT_TEXT) if isinstance(v, str) else v for k, v in fields.items()})
+            entry.update(cell=self._count, client_session=_audit_field(header.get("session"), 100),
+                         msg_id=_audit_field(header.get("msg_id"), 100))
+        entry.update({k: _audit_field(v, _AUDIT_TEXT) if isinstance(v, str) else v for k, v in fields.items()})
         return entry
 
     def _audit_event(self, event: str, **fields) -> None:
@@ -455,7 +456,7 @@ class SandboxKernel(IPythonKernel):
                        "truncated": bool(summary.get("truncated"))}
             if status == "error":
                 by_kernel = bool(worker) or any(d.get("by") == "kernel" for d in summary.get("denials") or [])
-                ename = _audit_text(reply.get("ename"), 200)
+                ename = _audit_field(reply.get("ename"), 200)
                 if by_kernel:
                     entry["error"] = ename
                 else:
@@ -541,7 +542,7 @@ class SandboxKernel(IPythonKernel):
                         [e.record() for e in parsed.refused])
 
         try:
-            policy, notes = self._apply_controls(parsed.controls, policy)
+            policy, notes = self.controls.apply(parsed.controls, policy)
         except MagicError as exc:
             return fail("SandboxDenied", exc.message, [f"SandboxDenied: {exc.message}"], [exc.record()])
         # The cell's own output limit (%%sandbox --output, a policy it selected) cuts its text here: the
@@ -688,40 +689,6 @@ class SandboxKernel(IPythonKernel):
             self._last_summary = None
         return metadata
 
-    # -- control magics ----------------------------------------------------------------------------
-
-    def _apply_controls(self, controls: list[Control], policy: Policy) -> tuple[Policy, str]:
-        """Apply the cell's control magics in order; returns the cell's policy and text to print."""
-        notes = []
-        overrides = self._limit_overrides()
-        for control in controls:
-            if control.cell:
-                policy = cell_policy(control.args, policy, self._policies, self.ceiling,
-                                     limits_override=overrides, line=control.line)
-                notes.append(self._worker_for(policy))
-            elif control.name == "sandbox_policy":
-                if control.args:
-                    policy = select_policy(control.args.split()[0], self._policies, self.ceiling,
-                                           limits_override=overrides, line=control.line)
-                    self.current_policy = policy
-                    notes.append(f"policy for this and the following cells: {policy.name}\n")
-                    notes.append(self._worker_for(policy))
-                else:
-                    notes.append(describe_policy(policy, ceiling=self.ceiling, isolation=self.current_isolation))
-                    if self.files_off_reason:
-                        notes.append(f"note: {self.files_off_reason}\n")
-            elif control.name == "sandbox_isolation":
-                notes.append(self._isolation_magic(control))
-            elif control.name == "sandbox_status":
-                notes.append(self._status_text(policy, control))
-            elif control.name == "sandbox_audit":
-                notes.append(self._audit_text())
-            elif control.name == "sandbox_files":
-                notes.append(self._files_text(policy, control))
-            self._audit_event("magic", magic=("%%" if control.cell else "%") + control.name,
-                              args=control.args[:200], line=control.line, policy=policy.name)
-        return policy, "".join(notes)
-
     def _active_layers(self) -> tuple[list, bool]:
         """The OS layers confining the cell's worker (Landlock, seccomp, rlimits ...), and whether the
         level runs degraded (a layer it needs is missing, which the operator allowed), for agents."""
@@ -734,127 +701,6 @@ class SandboxKernel(IPythonKernel):
         active = layers.get("active") if isinstance(layers, dict) else None
         degraded = isinstance(layers, dict) and layers.get("degraded") is True
         return [str(a) for a in active] if isinstance(active, (list, tuple)) else [], degraded
-
-    def _worker_for(self, policy: Policy) -> str:
-        """A worker whose OS limits are tighter than `policy` needs is replaced (state is lost)."""
-        needs_restart_for = getattr(self._backend, "needs_restart_for", None)
-        reason = needs_restart_for(policy) if needs_restart_for else None
-        if not reason:
-            return ""
-        self._audit_event("worker_restart", reason=reason, policy=policy.name, isolation=self.current_isolation)
-        self._backend.restart(policy)
-        return f"a new sandbox worker was started because {reason}; variables from earlier cells are gone\n"
-
-    def _isolation_magic(self, control: Control) -> str:
-        levels = ", ".join(ISOLATION_LEVELS)
-        if not control.args:
-            return (f"isolation: {self.current_isolation} (levels, weakest to strongest: {levels}; "
-                    f"this kernel allows {self.isolation_floor} or stronger)\n")
-        level = select_isolation(control.args.split()[0], self.isolation_floor, line=control.line)
-        if level == self.current_isolation:
-            return f"isolation is already {level}\n"
-        previous = self.current_isolation
-        try:
-            self._replace_backend(level)
-        except NotImplementedError as exc:
-            self._replace_backend(previous)
-            raise MagicError(f"isolation level '{level}' is not available in this build ({exc}); "
-                             f"staying at '{previous}'", kind="policy", target=f"isolation '{level}'",
-                             rule="not available", line=control.line) from None
-        return (f"isolation: {level}. The namespace starts fresh: variables from the '{previous}' level "
-                f"are not carried over.\n")
-
-    def _status_text(self, policy: Policy, control: Control) -> str:
-        """A short summary for people; ``--json``: every detail (the OS layers' rules, the worker's
-        record) as one JSON document."""
-        args = control.args.split()
-        if args not in ([], ["--json"]):
-            raise MagicError(f"%sandbox_status takes no argument but --json, not {control.args[:100]!r}",
-                             target="%sandbox_status", rule="usage", line=control.line)
-        status = self._backend_status()
-        layers = status.get("os_layers") or {}
-        worker = status.get("worker")
-        self_audit = (self._startup_audit.status_line() if self._startup_audit is not None else
-                      "self-audit: not run by this kernel (--SandboxKernel.audit_on_start=True, or python -m "
-                      "sandbox_kernel audit)")
-        if args == ["--json"]:
-            detail = {"policy": policy.name, "ceiling": self.ceiling.name, "limits": dataclasses.asdict(policy.limits),
-                      "files": bool(policy.files), "network": bool(policy.network),
-                      "isolation": self.current_isolation, "isolation_floor": self.isolation_floor,
-                      "protection": _protection(self.current_isolation, layers), "os_layers": layers,
-                      "worker": worker, "output_caps": {"text_bytes": self.output_filter.text_bytes,
-                                                         "display_bytes": self.output_filter.rich_bytes},
-                      "denials": len(self._audit), "kernel_process": getattr(self, "process_protection", None),
-                      "self_audit": self_audit, "files_off": self.files_off_reason, "error": status.get("error")}
-            return json.dumps(detail, indent=1, default=str) + "\n"
-        summary = {k: layers.get(k) for k in ("level", "active", "failed", "degraded") if k in layers}
-        lines = [f"policy: {policy.name} (ceiling: {self.ceiling.name})",
-                 f"limits: {describe_limits(policy.limits)}",
-                 f"files: {'working directory only' if policy.files else 'off'}; "
-                 f"network: {'on' if policy.network else 'off'}",
-                 f"isolation: {self.current_isolation} (weakest allowed: {self.isolation_floor})",
-                 f"protection: {_protection(self.current_isolation, layers)}",
-                 f"os layers: {_describe_layers(layers)}",
-                 f"os layer details: {json.dumps(summary, default=str)}",
-                 f"worker: {json.dumps(_worker_summary(worker), default=str)}",
-                 f"output caps: text {self.output_filter.text_bytes:,} bytes, "
-                 f"display {self.output_filter.rich_bytes:,} bytes per cell",
-                 f"denials so far: {len(self._audit)}",
-                 f"kernel process: {_describe_protection(getattr(self, 'process_protection', None))}",
-                 self_audit]
-        if "error" in status:
-            lines.append(f"backend: {status['error']}")
-        if self.files_off_reason:
-            lines.append(f"note: {self.files_off_reason}")
-        lines.append("every detail (each layer's rules, the worker's record): %sandbox_status --json")
-        return "\n".join(lines) + "\n"
-
-    def _backend_status(self) -> dict:
-        """The backend's status once its worker has started (or failed to): a worker still starting has
-        no layers yet, and 'active: none' would misreport them."""
-        try:
-            wait_ready = getattr(self.backend, "wait_ready", None)
-            if wait_ready is not None:
-                wait_ready()
-            return self.backend.status()
-        except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
-
-    def _files_text(self, policy: Policy, control: Control) -> str:
-        """%sandbox_files [--json] [PATH]: the entries of a directory inside the working directory, read
-        by the kernel (which has that directory on its own host, also behind a gateway where the client
-        does not). Relative paths only, no '..', no symbolic link followed, only when the cell's policy
-        gives files; the same refusal as a cell's otherwise."""
-        from .client.localfiles import list_directory
-        from .client.results import SandboxDenied
-
-        rest = control.args.strip()
-        as_json = rest == "--json" or rest.startswith("--json ")
-        path = (rest[len("--json"):].strip() if as_json else rest) or "."   # the rest of the line: spaces allowed
-        if not policy.files or self.files_off_reason:
-            raise MagicError(f"file access to '{path}' is not allowed by policy '{policy.name}'", kind="file",
-                             target=path, rule=self.files_off_reason or "the policy gives no files",
-                             line=control.line, policy=policy.name)
-        try:
-            entries = list_directory(self.workdir, path)
-        except SandboxDenied as exc:
-            raise MagicError(f"file access to '{path}' is not allowed by policy '{policy.name}': {exc.denial.rule}",
-                             kind="file", target=path, rule=exc.denial.rule, line=control.line,
-                             policy=policy.name) from None
-        except OSError as exc:
-            raise MagicError(f"%sandbox_files {path}: {exc.strerror or type(exc).__name__}",
-                             target="%sandbox_files", rule="no such directory", line=control.line,
-                             policy=policy.name) from None
-        if as_json:
-            return json.dumps({"path": path, "entries": [{"name": e.name, "kind": e.kind, "size": e.size}
-                                                         for e in entries]}) + "\n"
-        return "".join(f"{e.kind:<8}{e.size:>12,}  {e.name}\n" for e in entries) or f"{path}: empty\n"
-
-    def _audit_text(self) -> str:
-        if not self._audit:
-            return "no denials in this kernel yet\n"
-        lines = [f"[cell {e.get('cell')}] {e.get('kind')}: {e.get('message')}" for e in self._audit]
-        return "\n".join(lines) + "\n"
 
     # -- user_expressions --------------------------------------------------------------------------
 
@@ -1026,49 +872,6 @@ class SandboxKernel(IPythonKernel):
         return super().do_shutdown(restart)
 
 
-def _describe_layers(layers) -> str:
-    if not isinstance(layers, dict) or not layers:
-        return "none (cells run in the kernel's process; the Python gates are the only wall)"
-    active = ", ".join(layers.get("active") or []) or "none"
-    failed = ", ".join(str(f) for f in layers.get("failed") or []) or "none"
-    return f"active: {active}; failed: {failed}; degraded: {'yes' if layers.get('degraded') else 'no'}"
-
-
-def _worker_summary(worker) -> dict | None:
-    """What a person reads of the worker's record (%sandbox_status --json has all of it)."""
-    if not isinstance(worker, dict):
-        return worker
-    return {k: worker.get(k) for k in ("pid", "state", "error", "cells", "restarts", "spare") if k in worker}
-
-
-def _describe_protection(protection) -> str:
-    if not protection:
-        return "not made non-dumpable (SandboxKernel.protect_process is off)"
-    if protection.get("dumpable") is False:
-        return "non-dumpable (no other process of the user can open its /proc memory or environment)"
-    return f"dumpable ({protection.get('error') or 'unknown'})"
-
-
-def _protection(level: str, layers) -> str:
-    """What the level holds against, in one honest sentence (docs/security.md has the detail)."""
-    if level == "none":
-        return ("the Python gates only, in the kernel's own process: this contains cooperative code "
-                "(mistakes, runaway loops), not an attacker; a gap in the gates gives a cell the kernel's "
-                "process and your account. Use isolation 'kernel' for untrusted code.")
-    if level == "process":
-        return ("the Python gates and a separate worker process (a crash or memory bomb ends the worker, not "
-                "the kernel); the OS does not confine the worker, so code that gets past the gates can read "
-                "your files and reach the network. Use isolation 'kernel' for untrusted code.")
-    failed = layers.get("failed") if isinstance(layers, dict) else None
-    if isinstance(layers, dict) and layers.get("degraded"):
-        return (f"DEGRADED: the OS layers {', '.join(map(str, failed or [])) or '(unknown)'} are not applied "
-                "(the operator allowed degraded mode); what they would stop is open to code that gets past "
-                "the gates.")
-    return ("the Python gates, and the OS confines the worker (no files outside the working directory, no "
-            "network unless the policy allows it, no processes, no signals to other processes) even if a "
-            "cell gets past the gates.")
-
-
 def describe_failure(exc: BaseException) -> str:
     """An exception out of the backend, described for the log and the user without running any of its
     code. At level none it may be a cell's object, or chain to one (a class whose __getattribute__,
@@ -1171,7 +974,7 @@ def _denial_fields(record: dict) -> dict:
     return out
 
 
-def _audit_text(value, limit: int):
+def _audit_field(value, limit: int):
     """A string field of an audit record: capped and cleaned (a terminal reading the log acts on nothing)."""
     return clean_text(value[:limit]) if isinstance(value, str) else None
 

@@ -1,30 +1,20 @@
-"""Control magics: found in cell text, applied by the kernel, never by sandboxed code.
+"""Control magics: found in cell text, applied by the kernel (controls.py), never by sandboxed code.
 
 Cell text is untrusted, magic lines included. This module finds IPython syntax in a cell (line and
 cell magics, ``!cmd``, ``x = !cmd``, ``obj?``), takes out the sandbox's own control magics, leaves the
 syntax the engine runs itself (``%time``, ``%timeit``, ``%%writefile``, ``obj?``) in the code, and skips
-every other line with a note. Applying a control magic can only move the cell's permissions within the operator's
-ceiling: tightening always works, loosening stops at the ceiling with a message that names it.
+every other line with a note. What a control magic then decides and prints is controls.py's.
 
-Pure functions and plain data; the kernel holds the state.
+Pure functions and plain data.
 """
 from __future__ import annotations
 
-import argparse
 import ast
-import dataclasses
 import re
-import shlex
 from dataclasses import dataclass, field
-
-from .policy import ISOLATION_LEVELS, Limits, Policy
 
 LINE_CONTROLS = ("sandbox_policy", "sandbox_isolation", "sandbox_status", "sandbox_audit", "sandbox_files")
 CELL_CONTROL = "sandbox"
-
-RAISE_CEILING_HINT = (
-    "An operator raises the ceiling when launching the kernel, e.g. "
-    "--SandboxKernel.ceiling_policy=NAME or c.SandboxKernel.ceiling_policy in a config file")
 
 
 class MagicError(Exception):
@@ -374,137 +364,3 @@ def _skip_automagic(out_lines: list, engine_lines: set, automagic: set, skipped:
         why = _WHY["pip"] if name.startswith("pip") or name in ("conda", "mamba") else _WHY.get(name, _SHELL_WHY)
         skipped.append(Skipped(index + 1, text.strip()[:80], why + " (IPython runs this line as a shell command)"))
         lines[index] = out_lines[index] = " " * statement_indent(text, out_lines[:index]) + "pass"
-
-
-# -- Applying control magics -------------------------------------------------------------------------
-
-
-def exceeds_message(policy: Policy, ceiling: Policy, why: list[str]) -> str:
-    return (f"policy '{policy.name}' is beyond this kernel's ceiling '{ceiling.name}' "
-            f"(it grants more: {', '.join(why)}). Tightening is always allowed; loosening stops at "
-            f"the ceiling. {RAISE_CEILING_HINT}.")
-
-
-def exceeds(policy: Policy, ceiling: Policy) -> list[str]:
-    """Policy.exceeds, except that an object or module denial of the ceiling only counts when the
-    policy grants the module it is about: `strict` (no pandas) is tighter than `data-science`, even
-    though it does not repeat data-science's `pandas.DataFrame.query` rule."""
-    why = policy.exceeds(ceiling)
-    if "object rules" in why and not any(
-            policy.module_allowed(path) for path in set(ceiling.object_deny) - set(policy.object_deny)):
-        why.remove("object rules")
-    if "denied modules" in why and not any(
-            policy.module_allowed(name) for name in set(ceiling.denied_modules) - set(policy.denied_modules)):
-        why.remove("denied modules")
-    return why
-
-
-def check_within_ceiling(policy: Policy, ceiling: Policy, line: int | None = None) -> Policy:
-    why = exceeds(policy, ceiling)
-    if why:
-        raise MagicError(exceeds_message(policy, ceiling, why), kind="policy",
-                         target=f"policy '{policy.name}'", rule=f"ceiling '{ceiling.name}'",
-                         line=line, policy=ceiling.name, hint=RAISE_CEILING_HINT)
-    return policy
-
-
-def select_policy(name: str, policies: dict[str, Policy], ceiling: Policy, *,
-                  limits_override: dict | None = None, line: int | None = None) -> Policy:
-    """The named policy (with the operator's limit overrides), if it stays within the ceiling."""
-    if name not in policies:
-        raise MagicError(
-            f"unknown policy '{name}' (line {line}); available: {', '.join(sorted(policies))}",
-            kind="policy", target=f"policy '{name}'", rule="unknown policy", line=line,
-            policy=ceiling.name, hint="an operator adds policies with --SandboxKernel.policies_dir")
-    policy = policies[name]
-    if limits_override:
-        policy = dataclasses.replace(policy, limits=dataclasses.replace(policy.limits, **limits_override))
-    return check_within_ceiling(policy, ceiling, line)
-
-
-class _ArgParser(argparse.ArgumentParser):
-    def error(self, message):  # argparse would exit the process
-        raise MagicError(f"%%sandbox: {message}", target="%%sandbox", rule="bad arguments")
-
-
-def _positive(kind):
-    def convert(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-    return convert
-
-
-_CELL_ARGS = _ArgParser(prog="%%sandbox", add_help=False)
-_CELL_ARGS.add_argument("--policy")
-_CELL_ARGS.add_argument("--timeout", type=_positive(float), help="seconds of wall time")
-_CELL_ARGS.add_argument("--memory", type=_positive(int), help="megabytes")
-_CELL_ARGS.add_argument("--ticks", type=_positive(int))
-_CELL_ARGS.add_argument("--output", type=_positive(int), help="bytes of text output")
-
-
-def cell_policy(args: str, current: Policy, policies: dict[str, Policy], ceiling: Policy, *,
-                limits_override: dict | None = None, line: int | None = None) -> Policy:
-    """The policy for one `%%sandbox --policy NAME --timeout S --memory MB --ticks N` cell."""
-    try:
-        ns = _CELL_ARGS.parse_args(shlex.split(args))
-    except ValueError as exc:
-        raise MagicError(f"%%sandbox: {exc}", target="%%sandbox", rule="bad arguments", line=line) from None
-    policy = current
-    if ns.policy:
-        policy = select_policy(ns.policy, policies, ceiling, limits_override=limits_override, line=line)
-    changes = {k: v for k, v in (("timeout", ns.timeout), ("memory_mb", ns.memory),
-                                 ("ticks", ns.ticks), ("output_bytes", ns.output)) if v is not None}
-    if changes:
-        policy = dataclasses.replace(policy, limits=dataclasses.replace(policy.limits, **changes))
-        if not policy.limits.within(ceiling.limits):
-            raise MagicError(
-                f"%%sandbox limits {describe_limits(policy.limits)} are beyond the ceiling's "
-                f"{describe_limits(ceiling.limits)} (policy '{ceiling.name}'). {RAISE_CEILING_HINT}, "
-                f"or raises its limits with --SandboxKernel.limits.",
-                kind="limit", target="%%sandbox limits", rule=f"ceiling '{ceiling.name}'", line=line,
-                policy=ceiling.name, hint=RAISE_CEILING_HINT)
-    return check_within_ceiling(policy, ceiling, line)
-
-
-def isolation_rank(level: str) -> int:
-    return ISOLATION_LEVELS.index(level)
-
-
-def select_isolation(level: str, ceiling_level: str, *, line: int | None = None) -> str:
-    """`level` if it is at least as strong as the ceiling's (the weakest level a cell may pick)."""
-    if level not in ISOLATION_LEVELS:
-        raise MagicError(
-            f"unknown isolation level '{level}'; the levels are {', '.join(ISOLATION_LEVELS)} "
-            f"(weakest to strongest)", kind="policy", target=f"isolation '{level}'",
-            rule="unknown isolation level", line=line)
-    if isolation_rank(level) < isolation_rank(ceiling_level):
-        raise MagicError(
-            f"isolation '{level}' is weaker than this kernel's ceiling '{ceiling_level}'; choose "
-            f"{' or '.join(ISOLATION_LEVELS[isolation_rank(ceiling_level):])}. An operator lowers the "
-            f"ceiling with --SandboxKernel.isolation_ceiling=LEVEL.",
-            kind="policy", target=f"isolation '{level}'", rule=f"isolation ceiling '{ceiling_level}'",
-            line=line, hint="an operator sets --SandboxKernel.isolation_ceiling")
-    return level
-
-
-def describe_limits(limits: Limits) -> str:
-    def show(value, unit=""):
-        return "unlimited" if value is None else f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
-    return (f"timeout {show(limits.timeout, ' s')}, memory {show(limits.memory_mb, ' MB')}, "
-            f"ticks {show(limits.ticks)}, output {show(limits.output_bytes, ' bytes')}")
-
-
-def describe_policy(policy: Policy, *, ceiling: Policy | None = None, isolation: str | None = None) -> str:
-    """What `%sandbox_policy` prints."""
-    lines = [f"policy: {policy.name}" + (f" - {policy.description}" if policy.description else ""),
-             f"modules: {', '.join(policy.allowed_top_modules()) or '(none)'}",
-             f"files: {'working directory only' if policy.files else 'off'}; "
-             f"network: {'on' if policy.network else 'off'}",
-             f"limits: {describe_limits(policy.limits)}"]
-    if isolation:
-        lines.append(f"isolation: {isolation}")
-    if ceiling is not None:
-        lines.append(f"ceiling: {ceiling.name} (cells may tighten freely and loosen up to this)")
-    return "\n".join(lines) + "\n"

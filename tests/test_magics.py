@@ -1,8 +1,8 @@
 """Control magics: finding IPython syntax in untrusted cell text, and the ceiling."""
 import pytest
 
-from sandbox_kernel.magics import (MagicError, cell_policy, exceeds, parse_cell, select_isolation,
-                                   select_policy)
+from sandbox_kernel.controls import cell_policy, exceeds, select_isolation, select_policy
+from sandbox_kernel.magics import MagicError, parse_cell
 from sandbox_kernel.policy import PRESETS, Policy
 
 STRICT, DS = PRESETS["strict"], PRESETS["data-science"]
