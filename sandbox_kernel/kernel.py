@@ -545,8 +545,8 @@ class SandboxKernel(IPythonKernel):
             policy, notes = self.controls.apply(parsed.controls, policy)
         except MagicError as exc:
             return fail("SandboxDenied", exc.message, [f"SandboxDenied: {exc.message}"], [exc.record()])
-        # The cell's own output limit (%%sandbox --output, a policy it selected) cuts its text here: the
-        # engine runs with one no lower than the display cap (_engine_limits).
+        # The cell's own output limit (%%sandbox --output, a policy it selected) cuts its text here (the engine's
+        # own cut is wider: _engine_limits); its displays have their own cap (display_bytes).
         cell.set_text_bytes(self.output_filter.text_cap(policy.limits.output_bytes))
         if not silent:
             self._publish_streams(cell.stream("stdout", notes) if notes else [])
@@ -897,14 +897,13 @@ def _silence_alarm() -> None:
 
 
 def _engine_limits(limits, cell):
-    """The limits the backend runs a cell under: the policy's, but with an output limit no lower than
-    what the cell may display. The engine (and the worker) count a cell's displays against its output
-    limit and replace the rest by a note; the kernel's display cap is separate from the text limit
-    (outputfilter.CellOutput: the text stays cut to the policy's limit here, whatever the engine sends),
-    so the engine must pass displays on up to CellOutput.upstream_bytes."""
-    if limits.output_bytes is None or limits.output_bytes >= cell.upstream_bytes:
+    """The limits the backend runs a cell under: the policy's, with a text limit twice the kernel's. The kernel
+    makes the one cut a person sees (head and tail, outputfilter.CellOutput); the engine's own cut, where its
+    head and tail meet, only bounds a flood before it crosses the channel, and must lie outside the kernel's."""
+    wide = 2 * cell.text_bytes
+    if limits.output_bytes is None or limits.output_bytes >= wide:
         return limits
-    return dataclasses.replace(limits, output_bytes=cell.upstream_bytes)
+    return dataclasses.replace(limits, output_bytes=wide)
 
 
 def _empty_summary(policy: str, isolation: str) -> dict:

@@ -586,11 +586,13 @@ class CellOutput:
     def stream(self, name: str, text: str) -> list[tuple[str, str]]:
         if name not in ("stdout", "stderr") or not isinstance(text, str):
             return []
-        # Cut to what could ever be kept before cleaning (cleaning may grow the text).
-        limit = self.head_bytes - self.text_used + self.tail_bytes
-        if len(text) > limit:
-            self.cut_bytes += _size(text[limit:])
-            text = text[:limit]
+        # Cut to what could ever be kept before cleaning (cleaning may grow the text): the start for the head,
+        # the end for the tail (one large chunk arriving after the head is full must leave its end, not its start).
+        room = max(self.head_bytes - self.text_used, 0)
+        if len(text) > room + self.tail_bytes:
+            end = len(text) - self.tail_bytes
+            self.cut_bytes += _size(text[room:end])
+            text = text[:room] + text[end:]
         text = clean_text(text)
         out = []
         room = self.head_bytes - self.text_used

@@ -448,3 +448,16 @@ def test_a_real_denial_is_one_marked_line():
 def test_json_strings_are_cleaned_like_text():
     data, _ = OutputFilter().cell().bundle({"application/json": {"t\x1b]0;x\x07": ["\u202eevil", 1, None]}})
     assert data["application/json"] == {"t\u241b]0;x\u2407": ["<U+202E>evil", 1, None]}
+
+
+@pytest.mark.parametrize("first", [0, 500, 2_000])
+def test_one_large_chunk_keeps_its_end_for_the_tail(first):
+    """A chunk larger than the whole budget (the engine's own cut sends its tail as one) leaves its start for
+    what is left of the head and its end for the tail: the last lines a cell printed are the ones shown."""
+    cell = CellOutput(("text/plain",), text_bytes=2_000, rich_bytes=10_000)
+    shown = cell.stream("stdout", "h" * first) if first else []
+    shown += cell.stream("stdout", "".join(f"line {i}\n" for i in range(5_000)))
+    shown += cell.finish()
+    text = "".join(t for _, t in shown)
+    assert text.endswith("line 4999\n") and "cut" in text
+    assert len(text.encode()) < 2_200
