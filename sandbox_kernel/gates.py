@@ -350,7 +350,11 @@ _ORIGINAL_FORMAT_MAP = str.format_map
 
 
 def _library_format(original, template, args, kwargs, caller):
-    if not cell_is_running() or type(template) is str and template in caller.f_code.co_consts:
+    # A library's own constant template is its code, not the cell's; sandboxed code (a cell, its eval() text,
+    # the provided modules: their builtins are the sandbox's) gets no such exemption, whatever route handed it
+    # the raw method (review 11, R11-1, R11-5).
+    if not cell_is_running() or type(template) is str and template in caller.f_code.co_consts \
+            and "__st_tick__" not in caller.f_builtins:
         return original(template, *args, **kwargs)
     gates = CURRENT_GATES.get()
     formatter = gates.formatter if gates is not None else _NO_LOOKUP_FORMATTER
@@ -656,7 +660,7 @@ class Gates:
             # public attributes of builtin data (lst.append, d.get, z.real): bound methods and data
             # of an object the cell already holds
             decision = _ALLOW_PURE
-        if per_instance:
+        if per_instance or _shadows_a_library_attribute(obj if is_class else t, n):
             return decision
         if not is_class:
             self._cache[(t, name)] = decision
@@ -729,7 +733,8 @@ class Gates:
         decision = self._super_cache.get(key)
         if decision is None:
             decision = self._decide(obj, super, name)
-            if decision is _ALLOW:
+            if decision is _ALLOW and not _shadows_a_library_attribute(obj.__self_class__, _normalise(name),
+                                                                        after=obj.__thisclass__):
                 self._super_cache[key] = decision
         return decision
 
@@ -919,6 +924,8 @@ class Gates:
             return lambda _o: runtime_callable(lambda target, attr: object.__delattr__(write(target, attr), attr))
         if n == "register" and is_class and isinstance(obj, abc.ABCMeta):
             return self._abc_register(obj)
+        if not is_class and issubclass(t, functools.partial) and n in ("func", "args", "keywords"):
+            return self._partial_part(n)
         cls = obj if is_class else t
         raw = _raw_attribute(cls, n)
         kind = _stand_in_kind(raw, n)
@@ -929,7 +936,19 @@ class Gates:
             return lambda o: make(getattr(o, n), o)
         if _binds_to_the_class(raw):   # dict.fromkeys, a staticmethod: the class read is already bound
             return lambda c: make(getattr(c, n), c)
-        return lambda c: runtime_callable(functools.partial(_call_unbound, make, getattr(c, n)))
+        return lambda c: _unbound_stand_in(make, getattr(c, n))
+
+    def _partial_part(self, n):
+        """p.func, p.args, p.keywords: a partial's insides are the cell's own, or a library's, but never the
+        runtime's: a stand-in made as a partial held the raw method in .args (review 11, R11-1..3). The
+        runtime's callables are closures now; this refuses any partial of its own that remains."""
+        deny, check = self.deny, self._allowed_value
+
+        def read(p):
+            if _is_runtime_callable(p):
+                deny(AttributeDenied(f"'{n}' of a sandbox callable", "the sandbox's own callables are not taken apart"))
+            return check(p, n, getattr(p, n))
+        return read
 
     def _substitute_super(self, sup, n):
         """super().n: the stand-in for what n resolves to after the super's class in the MRO."""
@@ -952,7 +971,7 @@ class Gates:
             return lambda bound, target: runtime_callable(lambda m: fmt.vformat(_as_str(target), (), m))
         if kind == "pad":
             padded = self.padded
-            return lambda bound, target: runtime_callable(functools.partial(padded, bound))
+            return lambda bound, target: runtime_callable(lambda *a, **k: padded(bound, *a, **k))
         if kind == "random_state":
             # RandomState.set_state: the positions in the state are checked (guards.checked_random_state)
             checked = _guards.checked_random_state
@@ -960,7 +979,7 @@ class Gates:
         if kind == "array_unlock":
             # a.setflags(write=True) without the extension (guards._guard_array_unlock)
             checked = _guards._CHECKED_SETFLAGS[0]
-            return lambda bound, target: runtime_callable(functools.partial(checked, target))
+            return lambda bound, target: runtime_callable(lambda *a, **k: checked(target, *a, **k))
         if kind == "grow_text":
             # s.replace('a', s) builds len(s)**2 in C: the result's size is estimated first
             grown = self.checked_growth
@@ -968,7 +987,7 @@ class Gates:
         if kind in ("consume", "consume_first"):
             # C consumes the iterables: made material through the sized gate first (charged)
             sized, first = self.sized, kind == "consume_first"
-            return lambda bound, target: runtime_callable(functools.partial(_grow_call, sized, bound, first))
+            return lambda bound, target: runtime_callable(lambda *a, **k: _grow_call(sized, bound, first, *a, **k))
         if kind == "consume_init":
             # d.__init__(iterable) refills a container in C, like its constructor: charged the same way
             consumable = self.consumable
@@ -978,7 +997,7 @@ class Gates:
                     return bound(**k)
                 taker = next((c for c in _BY_PROTOCOL if isinstance(target, c)), None)
                 return bound(consumable(a[0], taker), *a[1:], **k)
-            return lambda bound, target: runtime_callable(functools.partial(refill, bound, target))
+            return lambda bound, target: runtime_callable(lambda *a, **k: refill(bound, target, *a, **k))
         if kind == "join":
             join = self.checked_join
             return lambda bound, target: runtime_callable(lambda parts: join(target, bound, parts))
@@ -990,7 +1009,7 @@ class Gates:
                 if type(v) is not int and type(v) is not bool:
                     charge((target,))
                 return bound(v, *a)
-            return lambda bound, target: runtime_callable(functools.partial(walk, bound, target))
+            return lambda bound, target: runtime_callable(lambda *a: walk(bound, target, *a))
         if kind == "tolist":
             # arr.tolist() makes a Python object per element in one C call (~32 bytes each, not 8)
             too_large, limit = self._too_large, self.max_bytes
@@ -1000,7 +1019,7 @@ class Gates:
                 if size * 32 > limit:
                     too_large(f"tolist() of {size:,} elements (~{size * 32:,} bytes of Python objects)")
                 return bound()
-            return lambda bound, target: runtime_callable(functools.partial(tolist, bound, target))
+            return lambda bound, target: runtime_callable(lambda: tolist(bound, target))
         if kind == "object_sort":
             # a.sort() / a.partition(k) of an object array: the elements' __lt__ is the cell's code, which may
             # put new objects in the array while numpy's sort holds the old ones without references (pivots,
@@ -1014,7 +1033,7 @@ class Gates:
                 result = getattr(np.ndarray, n)(copy, *a, **k)
                 np.ndarray.__setitem__(target, Ellipsis, copy)
                 return result
-            return lambda bound, target: runtime_callable(functools.partial(in_place, bound, target))
+            return lambda bound, target: runtime_callable(lambda *a, **k: in_place(bound, target, *a, **k))
         if kind == "format_spec":
             # x.__format__(spec) is format(x, spec): the same width check on the spec
             check = self.check_format_spec
@@ -1026,7 +1045,7 @@ class Gates:
                 if display is None:
                     deny(CallDenied("Figure.show()", "there is no display here"))
                 return display(target)
-            return lambda bound, target: runtime_callable(functools.partial(show, target))
+            return lambda bound, target: runtime_callable(lambda *a, **k: show(target, *a, **k))
         if kind == "no_auto_open":
             return lambda bound, target: _no_auto_open(bound)
         if kind == "readinto":
@@ -2585,16 +2604,37 @@ def _stand_in_kind(raw, n):
         return None
 
 
+def _shadows_a_library_attribute(cls, n, after=None) -> bool:
+    """Whether one of the cell's classes in cls's MRO (after `after`) holds n before a library class that holds
+    it too. Then the decision depends on the cell's class dict, which the cell may change: `del Cls.n` makes the
+    library's the one read, and a decision cached for the cell's own method would hand out the library's raw
+    method (review 11, R11-5). Such reads are decided each time."""
+    if not isinstance(cls, type):
+        return False
+    mro = type.__dict__["__mro__"].__get__(cls)
+    if after is not None:
+        mro = mro[mro.index(after) + 1:] if after in mro else ()
+    own = False
+    for k in mro:
+        if n in type.__dict__["__dict__"].__get__(k):
+            if is_sandbox_class(k):
+                own = True
+            elif own and k is not object:   # object's own methods are no stand-in and no denial
+                return True
+    return False
+
+
 def _binds_to_the_class(raw) -> bool:
     return isinstance(raw, (classmethod, staticmethod)) or type(raw).__name__ == "classmethod_descriptor"
 
 
-def _call_unbound(make, unbound, target, *args, **kwargs):
-    """A method read from the class, called with the cell's choice of self: the instance stand-in for it."""
-    return make(functools.partial(unbound, target), target)(*args, **kwargs)
-
-
-runtime_callable(_call_unbound)
+def _unbound_stand_in(make, unbound):
+    """A method read from the class: called with the cell's choice of self, the instance stand-in for it. A
+    closure, never a functools.partial: a partial's public .args would hand the raw method to the cell
+    (review 11, R11-1)."""
+    def call(target, *args, **kwargs):
+        return make(lambda *a, **k: unbound(target, *a, **k), target)(*args, **kwargs)
+    return runtime_callable(call)
 
 
 def _array_size(obj) -> int:
@@ -2628,7 +2668,7 @@ for _cls in _TEXT:
 _install_format_gate()   # before the stand-ins: the cell's own str.format is the gated one's stand-in
 add_stand_in_kind("format", str, ("format",))
 add_stand_in_kind("format_map", str, ("format_map",))
-add_stand_in_kind("range_walk", range, ("count", "index"))
+add_stand_in_kind("range_walk", range, ("count", "index", "__contains__"))   # 1.5 in a range walks it
 del _cls, _names
 
 

@@ -844,6 +844,34 @@ def _guard_zoneinfo(cls, gates):
     return _stand_in_class(cls, construct)
 
 
+# Ticks one PBKDF2 round costs: an HMAC is two hash compressions, ~0.5-1 us, where a tick is ~50 ns of bytecode.
+PBKDF2_ROUND_TICKS = 16
+
+
+def _guard_pbkdf2(fn, gates):
+    """hashlib.pbkdf2_hmac runs iterations x blocks HMACs in C with the GIL released and allocates nothing:
+    neither the alarm nor the allocation bound sees it (review 11, R11-7). The rounds are charged first."""
+    @functools.wraps(fn)
+    def pbkdf2_hmac(hash_name, password, salt, iterations, dklen=None):
+        rounds = operator.index(iterations)
+        if dklen is not None:
+            size = hashlib.new(hash_name).digest_size
+            rounds *= max(1, -(-operator.index(dklen) // size))
+        if rounds > 0 and gates.budget is not None:
+            gates.budget.charge(rounds * PBKDF2_ROUND_TICKS)
+        return fn(hash_name, password, salt, iterations, dklen)
+    return runtime_callable(pbkdf2_hmac)
+
+
+def _guard_contains(fn, gates):
+    """operator.contains(a, b) is `b in a`: the same gate (an iterator, a range walked for a float, a cell
+    object's __iter__ are charged first; review 11, R11-4)."""
+    def contains(a, b, /):
+        return gates.contains(a, b)
+    contains.__doc__ = fn.__doc__
+    return runtime_callable(contains)
+
+
 def _guard_scrypt(fn, gates):
     """hashlib.scrypt allocates its 128 x n x r bytes in OpenSSL, past every allocator the sandbox bounds
     (review 8, N8-4: 1 GB under a 256 MB policy): the size is checked first, and maxmem never exceeds it."""
@@ -890,6 +918,8 @@ if hasattr(typing, "no_type_check_decorator"):
     CALL_GUARDS[typing.no_type_check_decorator] = _guard_no_type_check_decorator
 if hasattr(hashlib, "scrypt"):   # (OpenSSL builds only)
     CALL_GUARDS[hashlib.scrypt] = _guard_scrypt
+CALL_GUARDS[hashlib.pbkdf2_hmac] = lambda fn, gates: _guard_pbkdf2(fn, gates)
+CALL_GUARDS[operator.contains] = lambda fn, gates: _guard_contains(fn, gates)
 CALL_GUARDS[abc.abstractclassmethod] = _guard_abstract_wrapper
 CALL_GUARDS[abc.abstractstaticmethod] = _guard_abstract_wrapper
 for _cls, _stand_in in NESTING_STAND_INS.items():
@@ -1056,6 +1086,29 @@ def _guard_numpy_constructor(np) -> bool:
         _numpyguard.guard_subclass_buffer(sub)
         pending.extend(sub.__subclasses__())
     return True
+
+
+def _charge_correlation(np) -> None:
+    """np.convolve and np.correlate (and numpy.polynomial's and scipy.signal's calls of them) do len(a) x len(v)
+    multiply-adds in one C call that checks no limit and allocates only its result (review 11, R11-8: two
+    arrays of 5*10**6 fit a 256 MB limit and run for days). Both end in multiarray's correlate/correlate2,
+    which numeric.py reads from the multiarray module at each call: replaced there, they charge the product as
+    ticks first while a cell runs."""
+    multiarray = sys.modules.get("numpy._core.multiarray")
+    for name in ("correlate", "correlate2"):
+        original = getattr(multiarray, name, None)
+        if original is None or getattr(original, "__st_charged__", False):
+            continue
+
+        def charged(a, v, *args, _original=original, **kwargs):
+            if cell_is_running():
+                gates = CURRENT_GATES.get()
+                work = int(np.size(a)) * int(np.size(v))
+                if gates is not None and gates.budget is not None and work > 1000:
+                    gates.budget.charge(work)
+            return _original(a, v, *args, **kwargs)
+        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
+        setattr(multiarray, name, runtime_callable(charged))
 
 
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'
@@ -2112,6 +2165,8 @@ def register_library_guards() -> None:
     _guard_pandas_plot_backend()
     route_native_file_io()
     np = sys.modules.get("numpy")
+    if np is not None:
+        _charge_correlation(np)
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)
         CALL_GUARDS.update(guards)

@@ -414,3 +414,42 @@ def test_join_keeps_its_own_errors(run):
     assert r.ok, r
     assert r.stdout == ("can only join an iterable\nsequence item 1: expected str instance, int found\n"
                         "sequence item 0: expected str instance, int found\n"), r
+
+
+# -- review 11: `in` by another name, and augmented assignment -------------------------------------------------
+# A budget of 10**6 ticks against a walk of 5*10**7 steps: the limit that fires is ticks, charged before C starts,
+# so nothing here depends on the machine's speed.
+_WALK = dict(TIGHT, ticks=10**6, timeout=60.0)
+
+
+@pytest.mark.parametrize("walk", [
+    "operator.contains(range(5 * 10**7), 1.5)",
+    "range(5 * 10**7).__contains__(1.5)",
+    "range.__contains__(range(5 * 10**7), 1.5)",
+    "operator.contains(map(abs, range(5 * 10**7)), -1)",
+    "operator.contains(itertools.repeat(1), 2)",
+    "operator.methodcaller('__contains__', 1.5)(range(5 * 10**7))",
+])
+def test_contains_by_another_name_is_charged(walk):
+    """R11-4: `1.5 in range(N)` is charged N ticks; operator.contains and range's __contains__ walked it in C
+    uncharged (N = 10**14 held the kernel for hours)."""
+    result = run_cell_in_child(f"import operator, itertools\nx = {walk}\nleaked = True\n", limits=_WALK,
+                               ns=("leaked",), report=("status", "ename"), timeout=GIVE_UP)
+    assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], (walk, result)
+
+
+def test_contains_by_another_name_keeps_its_answers(run):
+    r = run("import operator\nprint(operator.contains(range(10), 3), operator.contains([1, 2], 5), "
+            "range(10).__contains__(2.0), operator.contains('abc', 'b'), operator.contains({1: 2}, 1))")
+    assert r.ok and r.stdout == "True False True True True\n", r
+
+
+@pytest.mark.xfail(strict=True, reason="FINDING R11-6 (lesser, open): `d += it` is not rewritten (only *, **, << "
+                   "and % are), so a bounded deque consumes an iterator in C uncharged and without growing: the "
+                   "time limit cannot stop it at level none (the worker levels' hard kill does). The same known "
+                   "gap as `lst += iterator` (docs/security.md): a gate on every += costs past the budget")
+def test_augmented_add_on_a_bounded_deque_is_charged():
+    result = run_cell_in_child("import collections\nd = collections.deque(maxlen=1)\nd += range(5 * 10**7)\n"
+                               "leaked = True\n", limits=_WALK, ns=("leaked",), report=("status", "ename"),
+                               timeout=GIVE_UP)
+    assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], result

@@ -226,3 +226,20 @@ def test_styler_format_strings_do_not_read_host_objects(run, host_secret, route)
     from conftest import HOST_SECRET_MODULE
     r = run(FORMAT_READ.replace("{route}", FORMAT_ROUTES[route]) % HOST_SECRET_MODULE)
     assert not r.leaked(host_secret), "a host module's attribute was read"
+
+
+@pytest.mark.parametrize("raw", ["format", "format_map"])
+def test_the_raw_method_in_a_cells_hands_is_still_gated(sandbox, host_secret, raw):
+    """Assume the stand-in has fallen (review 11: a partial's .args, a stale decision handed the cell the raw
+    str.format): a template that is a constant of the *cell's* code is the cell's, not a library's, so the
+    process-wide gate on str's methods still refuses its lookup fields."""
+    sandbox.ns["raw"] = getattr(str, raw)   # planted by the test, as any leak would
+    call = ("raw('{0.__init__.__globals__[sys].modules[sandbox_test_host_secret].SECRET}', pd.DataFrame())"
+            if raw == "format" else
+            "raw('{x.__init__.__globals__[sys].modules[sandbox_test_host_secret].SECRET}', {'x': pd.DataFrame()})")
+    r = sandbox.run(f"import pandas as pd\nx = {call}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", r
+    assert not r.leaked(host_secret)
+    args = "'{0.__class__}', 1" if raw == "format" else "'{x.__class__}', {'x': 1}"
+    r = sandbox.run(f"def helper():\n    return raw({args})\nhelper()\n")   # the cell's own function: the same
+    assert not r.ok and r.error_name == "AttributeDenied", r

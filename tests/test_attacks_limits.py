@@ -344,3 +344,29 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
     result = run_cell_in_child(cell, limits={"timeout": 1.0, "memory_mb": 512}, report=("status", "ename"),
                                hard_exit=True, timeout=120)
     assert result["ename"] == ename, result
+
+
+# -- review 11: work one C call does without a check ------------------------------------------------------------
+# Charged as ticks before the call: a budget far below the work, so the limit that fires does not depend on speed.
+@pytest.mark.parametrize("cell", [
+    "import hashlib\nx = hashlib.pbkdf2_hmac('sha256', b'p', b's', 10**6)",
+    "import hashlib\nx = hashlib.pbkdf2_hmac('sha256', b'p', b's', 10**4, dklen=10**5)",
+    "import numpy as np\nx = np.convolve(np.ones(2 * 10**4), np.ones(2 * 10**4))",
+    "import numpy as np\nx = np.correlate(np.ones(2 * 10**4), np.ones(2 * 10**4), 'full')",
+    "import numpy as np\nx = np.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
+    "import numpy as np\nx = np.polynomial.polynomial.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
+])
+def test_one_c_call_of_much_work_is_charged_first(cell):
+    """R11-7: pbkdf2_hmac's rounds run in C with the GIL released and allocate nothing (a 1 s limit did not
+    stop 10**6 rounds x 3,125 blocks in 120 s); R11-8: np.convolve / np.correlate do len(a) x len(v)
+    multiply-adds in one call (two arrays of 5*10**6 would run for days), also when numpy.polynomial calls them."""
+    result = run_cell_in_child(cell + "\nleaked = True\n", limits=dict(TIGHT, ticks=10**6, timeout=60.0),
+                               ns=("leaked",), report=("status", "ename"), timeout=GIVE_UP)
+    assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], (cell, result)
+
+
+def test_small_convolutions_and_key_derivations_still_work(run):
+    r = run("import hashlib, numpy as np\nprint(np.convolve([1, 2, 3], [0, 1, 0.5]).tolist(), "
+            "np.correlate([1, 2, 3], [0, 1, 0.5]).tolist(), len(hashlib.pbkdf2_hmac('sha256', b'p', b's', 1000)), "
+            "len(hashlib.pbkdf2_hmac('sha1', b'p', b's', 10, dklen=50)))")
+    assert r.ok and r.stdout == "[0.0, 1.0, 2.5, 4.0, 1.5] [3.5] 32 50\n", r

@@ -98,3 +98,124 @@ def test_class_reads_apply_the_check_to_any_self(run):
             "range.count(range(10**12), 1.5)\n", memory_mb=256, ticks=10**7)
     assert r.stdout.split() == ["AttributeDenied", "SizeDenied"], r
     assert r.error_name == "TickLimitExceeded" and "this operation alone needs" in r.error_value, r
+
+
+# -- review 11: the stand-ins' insides, and decisions that depended on what a cell class held --------------------
+# R11-1..3: class-read stand-ins were functools.partial(_call_unbound, make, <raw method>) and instance ones
+# partial(in_place, <raw bound method>, a): a partial's public .args handed the raw method to the cell (raw
+# str.format read the kernel's environment, numpy's own set_state read past its state, the raw object sort
+# crashed the kernel). R11-5: a decision cached while the cell's class shadowed a library method stayed
+# after `del Cls.name`, handing out the library's raw method. Each attack runs in a child (some crash).
+
+from childcell import TIGHT, run_cell_in_child  # noqa: E402
+
+_CANARY = "r11-canary-value-7f3a"
+_CANARY_ENV = f"import os\nos.environ['R11_CANARY'] = {_CANARY!r}\n"
+_ROOMY = dict(TIGHT, timeout=20.0)
+
+
+def _attack(cell, limits=_ROOMY, **kw):
+    kw.setdefault("rlimits", {"RLIMIT_AS": 3 << 30})
+    return run_cell_in_child(cell, limits=limits, ns=("leaked",), probe=_CANARY_ENV, hard_exit=True,
+                             report=("status", "ename", "evalue"), **kw)
+
+
+@pytest.mark.parametrize("route", ["str.format.args[1]", "str.format.func", "str.format.keywords",
+                                   "'{}'.format.args", "'x'.ljust.args[0]"])
+def test_a_stand_ins_insides_are_not_handed_out(route):
+    """R11-1: the raw str.format, read out of a stand-in, formatted '{0.__globals__[os].environ}'."""
+    r = _attack(f"import pandas as pd\nraw = {route}\n"
+                f"leaked = {_CANARY!r} in raw('{{0.__globals__[os].environ}}', pd.read_csv)\n")
+    assert "crashed" not in r and r["status"] == "error" and not r["leaked"], r
+
+
+def test_numpys_own_set_state_is_not_reachable_through_a_stand_in():
+    """R11-2: numpy's set_state accepts pos=700 and every draw then reads past the 624-word state."""
+    r = _attack("import numpy as np\nrs = np.random.RandomState(0)\nst = rs.get_state()\n"
+                "raw = np.random.RandomState.set_state.args[1]\nraw(rs, (st[0], st[1], 700, st[3], st[4]))\n"
+                "rs.randint(0, 2**32, size=8, dtype=np.uint64)\nleaked = rs.get_state()[2] > 624\n")
+    assert "crashed" not in r and r["status"] == "error" and not r["leaked"], r
+
+
+def test_numpys_own_object_sort_is_not_reachable_through_a_stand_in():
+    """R11-3 (review 5's N5-11 reopened): the raw sort of an object array whose __lt__ replaces its items."""
+    r = _attack("import numpy as np\nclass K:\n    def __init__(self, v):\n        self.v = v\n"
+                "        self.pad = [v] * 20\n    def __lt__(self, o):\n        a[:] = [K(-i) for i in range(len(a))]\n"
+                "        return self.v < o.v\na = np.array([K(i) for i in range(200)], dtype=object)\n"
+                "raw = a.sort.args[0]\nraw(kind='mergesort')\njunk = [[i] * 20 for i in range(5000)]\n"
+                "leaked = sum(len(x.pad) for x in a) > 0\n", limits=dict(TIGHT, timeout=5.0),
+                rlimits={"RLIMIT_AS": 2 << 30})
+    assert "crashed" not in r and r["status"] == "error" and not r["leaked"], r
+
+
+@pytest.mark.parametrize("read", ["instance", "class", "super"])
+def test_stand_ins_are_opaque(sandbox, read):
+    """Whatever a stand-in is, none of its public attributes (a partial's func/args/keywords among them) holds
+    the raw method it stands in for."""
+    from sandbox_kernel.denials import SandboxViolation
+
+    gates = sandbox.engine.gates
+
+    def holds(value, raw):
+        if value is raw or type(value) is type(raw) and value == raw:
+            return True
+        if type(value) in (tuple, list):
+            return any(holds(v, raw) for v in value)
+        return type(value) is dict and any(holds(v, raw) for v in value.values())
+
+    leaks = []
+    for cls, name, kind in _methods(sandbox):
+        obj = _example(cls)
+        if read == "super":
+            if cls in (range, bytes, str, frozenset) or not isinstance(obj, cls):
+                continue
+            sandbox.ns["_base"] = cls
+            if not sandbox.run("class Sub(_base):\n    pass").ok:
+                continue
+            try:
+                obj = sandbox.ns["Sub"](obj) if cls is not collections.Counter else sandbox.ns["Sub"]("ab")
+            except Exception:
+                continue
+            holder = super(sandbox.ns["Sub"], obj)
+        else:
+            holder = obj if read == "instance" else cls
+        got = gates.getattr(holder, name)
+        raws = (getattr(holder, name), type.__dict__["__dict__"].__get__(cls).get(name))
+        for attr in {"func", "args", "keywords", *(n for n in dir(got) if not n.startswith("_"))}:
+            try:
+                value = gates.getattr(got, attr)
+            except (AttributeError, SandboxViolation):
+                continue
+            if any(raw is not None and holds(value, raw) for raw in raws):
+                leaks.append(f"{cls.__name__}.{name}.{attr} ({kind})")
+    assert leaks == [], f"{read} reads: the raw method is inside the stand-in: {leaks}"
+
+
+@pytest.mark.parametrize("name, cell, ticks", [
+    ("RandomState.set_state",
+     "import numpy as np\nclass R(np.random.RandomState):\n    def set_state(self, st):\n        return 'mine'\n"
+     "r = R(0)\nr.set_state(None)\ndel R.set_state\nst = r.get_state()\n"
+     "r.set_state((st[0], st[1], 700, st[3], st[4]))\nr.randint(0, 2**32, size=8, dtype=np.uint64)\n"
+     "leaked = r.get_state()[2] > 624\n", None),
+    ("str.format from the class",
+     "import pandas as pd\nclass S(str):\n    def format(self, *a):\n        return 'mine'\nS.format\ndel S.format\n"
+     f"leaked = {_CANARY!r} in S.format('{{0.__globals__[os].environ}}', pd.read_csv)\n", None),
+    ("deque.extend",
+     "import collections\nclass D(collections.deque):\n    def extend(self, it):\n        return 'mine'\n"
+     "d = D(maxlen=1)\nd.extend(())\ndel D.extend\nd.extend(range(5 * 10**7))\nleaked = True\n", 10**6),
+    ("super() of a deeper class",
+     "import numpy as np\nclass A(np.random.RandomState):\n    def set_state(self, st):\n        return 'mine'\n"
+     "class B(A):\n    def go(self, st):\n        return super().set_state(st)\n"
+     "b = B(0)\nb.go(None)\ndel A.set_state\nst = b.get_state()\nb.go((st[0], st[1], 700, st[3], st[4]))\n"
+     "leaked = b.get_state()[2] > 624\n", None),
+    ("an object rule (ndarray.ctypes)",
+     "import numpy as np\nclass A(np.ndarray):\n    ctypes = 'mine'\na = np.zeros(3).view(A)\na.ctypes\n"
+     "del A.ctypes\nleaked = a.ctypes is not None\n", None),
+])
+def test_a_decision_does_not_outlive_the_cell_method_it_was_made_for(name, cell, ticks):
+    """R11-5: reading a name while the cell's class shadows a library method, deleting the cell's method, and
+    reading it again gives the library method's stand-in or denial, never the raw method (decisions that depend
+    on a cell class's dict are not cached)."""
+    limits = dict(_ROOMY, ticks=ticks, timeout=60.0) if ticks else _ROOMY
+    r = _attack(cell, limits=limits, timeout=120)
+    assert "crashed" not in r and r["status"] == "error" and not r["leaked"], (name, r)
