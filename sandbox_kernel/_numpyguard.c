@@ -1110,6 +1110,79 @@ guard_class_writes(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- in-place concatenation of a bounded container --------------------------------------------------------
+ * `d += iterator` on a deque with a maxlen consumes the iterator in C and keeps nothing: neither the tick nor
+ * the allocation bound sees it, and no signal is handled (review 11, R11-6). The rewriter leaves `+=` alone (a
+ * gate on every augmented assignment costs too much), so the decision is made in the type's slot, which every
+ * route reaches (`+=`, operator.iadd, operator.iconcat): while a cell runs, check(other) gives what to consume,
+ * charged (gates: a range charged, an iterator made a list through the sized gate). */
+static binaryfunc original_deque_iconcat = NULL;
+static PyObject *iconcat_check = NULL;
+
+static PyObject *
+checked_deque_iconcat(PyObject *self, PyObject *other)
+{
+    PyObject *given, *result;
+    if (!cell_running || iconcat_check == NULL)
+        return original_deque_iconcat(self, other);
+    given = PyObject_CallOneArg(iconcat_check, other);
+    if (given == NULL)
+        return NULL;
+    result = original_deque_iconcat(self, given);
+    Py_DECREF(given);
+    return result;
+}
+
+/* The type and its subclasses made so far (later ones copy the slot from their base). */
+static int
+patch_iconcat(PyTypeObject *type)
+{
+    PyObject *subclasses;
+    Py_ssize_t i;
+    if (type->tp_as_sequence != NULL && type->tp_as_sequence->sq_inplace_concat == original_deque_iconcat) {
+        type->tp_as_sequence->sq_inplace_concat = checked_deque_iconcat;
+        PyType_Modified(type);
+    }
+    subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    if (subclasses == NULL)
+        return -1;
+    for (i = 0; i < PyList_GET_SIZE(subclasses); i++) {
+        if (patch_iconcat((PyTypeObject *)PyList_GET_ITEM(subclasses, i)) < 0) {
+            Py_DECREF(subclasses);
+            return -1;
+        }
+    }
+    Py_DECREF(subclasses);
+    return 0;
+}
+
+/* guard_deque_iconcat(deque, check): `d += x` asks check(x) for what to consume while a cell runs. */
+static PyObject *
+guard_deque_iconcat(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *cls, *check, *wrapper;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "O!O:guard_deque_iconcat", &PyType_Type, &cls, &check))
+        return NULL;
+    type = (PyTypeObject *)cls;
+    if (!PyCallable_Check(check) || type->tp_as_sequence == NULL || type->tp_as_sequence->sq_inplace_concat == NULL) {
+        PyErr_SetString(PyExc_TypeError, "guard_deque_iconcat: a sequence type with in-place concatenation and a check");
+        return NULL;
+    }
+    Py_INCREF(check);
+    Py_XSETREF(iconcat_check, check);
+    if (original_deque_iconcat == NULL)
+        original_deque_iconcat = type->tp_as_sequence->sq_inplace_concat;
+    /* a class made later takes its slot from the wrapper in deque's dict, not from deque's slot */
+    wrapper = PyDict_GetItemString(type->tp_dict, "__iadd__");
+    if (wrapper != NULL && Py_IS_TYPE(wrapper, &PyWrapperDescr_Type)
+            && ((PyWrapperDescrObject *)wrapper)->d_wrapped == (void *)original_deque_iconcat)
+        ((PyWrapperDescrObject *)wrapper)->d_wrapped = (void *)checked_deque_iconcat;
+    if (patch_iconcat(type) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* add_raw_protocol_provider(cls): instances of exactly cls answer from their own __dict__. */
 static PyObject *
 add_raw_protocol_provider(PyObject *Py_UNUSED(module), PyObject *cls)
@@ -1151,6 +1224,8 @@ static PyMethodDef methods[] = {
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
     {"replace_class_attribute", replace_class_attribute, METH_VARARGS,
      "replace_class_attribute(cls, name, value) -> previous: a C class's attribute replaced"},
+    {"guard_deque_iconcat", guard_deque_iconcat, METH_VARARGS,
+     "guard_deque_iconcat(deque, check): d += x consumes check(x) while a cell runs"},
     {"guard_c_recursion", guard_c_recursion, METH_O,
      "guard_c_recursion(ndarray): tuple's hash and ndarray's number slots check the recursion depth"},
     {"set_limit", set_limit, METH_VARARGS, "set_limit(limit_bytes, baseline_bytes): 0 turns the bound off"},
@@ -1175,6 +1250,11 @@ PyInit__numpyguard(void)
     m = PyModule_Create(&allocbound_module);
     if (m == NULL)
         return NULL;
+    /* guards.py takes a build only when its VERSION is the source's: a stale build is refused (fail closed) */
+    if (PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&AbsentProtocolType);
     if (PyModule_AddObject(m, "AbsentProtocol", (PyObject *)&AbsentProtocolType) < 0) {
         Py_DECREF(&AbsentProtocolType);

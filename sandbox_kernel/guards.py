@@ -38,13 +38,13 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
-if not hasattr(_numpyguard, "install_raw_protocol_sink"):
-    _numpyguard = None   # absent, or a stale build of an older source: the Python fallbacks instead
+if getattr(_numpyguard, "VERSION", None) != 2:
+    _numpyguard = None   # absent, or a stale build of an older source (engine.py then refuses to start)
 
 from . import pandas_query   # imported with the runtime: a cell's import may not compile the sandbox's files
 from .confine import at_cell_end, at_cell_start, cell_is_running, route_native_file_io
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
-from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_on_index_arrays, _no_auto_open,
+from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_on_index_arrays, _grow_call, _no_auto_open,
                     _type_name,
                     add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
                     runtime_callable)
@@ -1086,6 +1086,25 @@ def _guard_numpy_constructor(np) -> bool:
         _numpyguard.guard_subclass_buffer(sub)
         pending.extend(sub.__subclasses__())
     return True
+
+
+def _charge_deque_concatenation() -> None:
+    """`d += it` on a bounded deque consumes `it` in C and keeps nothing (review 11, R11-6): deque's in-place
+    concatenation slot asks, while a cell runs, for what to consume, charged like d.extend(it) (_numpyguard)."""
+    if _numpyguard is None or not hasattr(_numpyguard, "guard_deque_iconcat"):
+        return
+
+    def consumed(other):
+        gates = CURRENT_GATES.get()
+        return other if gates is None else _grow_call(gates.sized, _same, False, other)
+    _numpyguard.guard_deque_iconcat(collections.deque, runtime_callable(consumed))
+
+
+def _same(value):
+    return value
+
+
+_charge_deque_concatenation()
 
 
 def _charge_correlation(np) -> None:

@@ -45,6 +45,8 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
+if getattr(_numpyguard, "VERSION", None) != 2:
+    _numpyguard = None   # as guards.py: a stale build is not used
 try:
     from ._fastgates import CellTick   # optional C extension (setup.py)
 except ImportError:

@@ -444,12 +444,24 @@ def test_contains_by_another_name_keeps_its_answers(run):
     assert r.ok and r.stdout == "True False True True True\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R11-6 (lesser, open): `d += it` is not rewritten (only *, **, << "
-                   "and % are), so a bounded deque consumes an iterator in C uncharged and without growing: the "
-                   "time limit cannot stop it at level none (the worker levels' hard kill does). The same known "
-                   "gap as `lst += iterator` (docs/security.md): a gate on every += costs past the budget")
-def test_augmented_add_on_a_bounded_deque_is_charged():
-    result = run_cell_in_child("import collections\nd = collections.deque(maxlen=1)\nd += range(5 * 10**7)\n"
-                               "leaked = True\n", limits=_WALK, ns=("leaked",), report=("status", "ename"),
-                               timeout=GIVE_UP)
-    assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], result
+@pytest.mark.parametrize("cell", [
+    "d = collections.deque(maxlen=1)\nd += range(5 * 10**7)",
+    "d = collections.deque(maxlen=0)\nd += map(abs, range(5 * 10**7))",
+    "d = collections.deque(maxlen=1)\noperator.iadd(d, range(5 * 10**7))",
+    "d = collections.deque(maxlen=1)\noperator.iconcat(d, range(5 * 10**7))",
+    "class D(collections.deque):\n    pass\nd = D(maxlen=1)\nd += range(5 * 10**7)",
+    "d = collections.deque(maxlen=1)\nd += iter(int, 1)",
+])
+def test_augmented_add_on_a_bounded_deque_is_charged(cell):
+    """R11-6: `d += it` on a deque with a maxlen consumed `it` in C keeping nothing (no tick, no allocation: hours
+    at level none). The rewriter leaves `+=` alone; deque's in-place concatenation slot charges it instead."""
+    result = run_cell_in_child(f"import collections, operator\n{cell}\nleaked = True\n", limits=_WALK,
+                               ns=("leaked",), report=("status", "ename"), timeout=GIVE_UP,
+                               rlimits={"RLIMIT_AS": 4 << 30})
+    assert result.get("ename") in ("TickLimitExceeded", "MemoryLimitExceeded") and not result["leaked"], (cell, result)
+
+
+def test_augmented_add_on_a_deque_keeps_its_answers(run):
+    r = run("import collections\nd = collections.deque([1], maxlen=3)\nd += [2, 3, 4]\nd += (x for x in [5])\n"
+            "e = collections.deque()\ne += range(3)\nprint(list(d), list(e))")
+    assert r.ok and r.stdout == "[3, 4, 5] [0, 1, 2]\n", r
