@@ -552,7 +552,8 @@ class Gates:
             # modules are keyed by themselves (every module has the same type)
             decision = self._cache[(obj if t is ModuleType else t, name)]
         except KeyError:
-            decision = self._decision_not_cached(obj, t, name)
+            # super() reads (super().__init__ in every cell constructor) skip _decision_not_cached's frame
+            decision = self._decide_super_cached(obj, name) if t is super else self._decision_not_cached(obj, t, name)
         if decision is _ALLOW:
             value = getattr(obj, name)
             tv = type(value)
@@ -728,7 +729,8 @@ class Gates:
     def _decide_super_cached(self, obj, name):
         """super() reads depend on the class the super is for and on the instance's kind."""
         target = obj.__self__
-        kind = target if type(target) is ModuleType or _is_class(target) else type(target)
+        tt = type(target)
+        kind = target if tt is ModuleType or issubclass(tt, type) else tt   # (_is_class inlined: hot)
         key = (name, obj.__thisclass__, kind)
         decision = self._super_cache.get(key)
         if decision is None:
