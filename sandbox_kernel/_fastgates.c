@@ -13,6 +13,9 @@
  * A template with an attribute field ('{0.__globals__}') goes to a Python gate; any other is formatted
  * by the original methods at once.
  *
+ * Also here: CachedGates, Gates.getattr's and Gates.write's cache hits in C (a read or write of a module's or
+ * a type's instances' attribute already decided): the same steps as their Python, whose other paths they call.
+ *
  * Also here: the tick (CellTick), the first thing every function body, loop step, except and finally
  * block of a cell does: a C call that refuses, through the budget, to run a cell's code on a thread that is
  * not confined.
@@ -24,7 +27,7 @@
 #include <stddef.h>
 
 /* Raised whenever FastGates' interface changes (gates.py refuses any other build). */
-#define FASTGATES_VERSION 3
+#define FASTGATES_VERSION 4
 
 /* |x| < 2**31 for both operands: the product fits in 62 bits, far below any size cap. */
 #define SMALL_LIMIT (1LL << 31)
@@ -227,6 +230,224 @@ static PyTypeObject FastGatesType = {
     .tp_traverse = (traverseproc)FastGates_traverse,
     .tp_clear = (inquiry)FastGates_clear,
     .tp_methods = FastGates_methods,
+};
+
+/* -- the cache hits of Gates.getattr and Gates.write -----------------------------------------------------------
+ * CachedGates(cache, allow, allow_pure, plain_types, slow, allowed_value, check_value, slow_write):
+ * .getattr(obj, name) does what Gates.getattr does when (obj if a module else type(obj), name) is in the
+ * cache: allow_pure reads; allow reads and hands out a value of a plain type as it is, a bound method to
+ * allowed_value(obj, name, value) (Gates._allowed_value: its function checked), anything else to
+ * check_value(value, obj, name) (each type hashed once, as in Python); a substitution is called with obj.
+ * .write(obj, name) returns obj when ("w", type(obj), name) is cached as allowed (True).
+ * Anything else (a miss, a non-str name, a key whose hash or comparison could run Python code: a metaclass's
+ * own) goes to slow / slow_write (Gates.getattr / Gates.write) before anything is hashed. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cache;          /* Gates._cache (a dict, cleared but never replaced) */
+    PyObject *allow;          /* gates._ALLOW */
+    PyObject *allow_pure;     /* gates._ALLOW_PURE */
+    PyObject *plain;          /* gates._PLAIN_TYPES */
+    PyObject *slow;           /* Gates.getattr */
+    PyObject *allowed_value;  /* Gates._allowed_value */
+    PyObject *check_value;    /* Gates._check_value */
+    PyObject *slow_write;     /* Gates.write */
+    PyObject *w;              /* "w", the write decisions' key prefix */
+} CachedGates;
+
+/* The cache's key part for obj's type may be hashed here: its metaclass hashes and compares as type does. */
+static int
+plain_key_type(PyTypeObject *t)
+{
+    PyTypeObject *meta = Py_TYPE(t);
+    return meta->tp_hash == PyType_Type.tp_hash && meta->tp_richcompare == PyType_Type.tp_richcompare;
+}
+
+static PyObject *
+CachedGates_getattr(CachedGates *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *obj, *name, *first, *key, *decision, *value, *result;
+    int plain;
+    if (self->cache == NULL || self->slow == NULL || self->allowed_value == NULL || self->plain == NULL
+            || self->allow == NULL || self->allow_pure == NULL || self->check_value == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this engine's gates are gone");
+        return NULL;
+    }
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "getattr expects 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    obj = args[0];
+    name = args[1];
+    first = Py_IS_TYPE(obj, &PyModule_Type) ? obj : (PyObject *)Py_TYPE(obj);
+    if (!PyUnicode_CheckExact(name) || (first != obj && !plain_key_type(Py_TYPE(obj))))
+        return PyObject_Vectorcall(self->slow, args, 2, NULL);
+    key = PyTuple_Pack(2, first, name);
+    if (key == NULL)
+        return NULL;
+    decision = PyDict_GetItemWithError(self->cache, key);   /* borrowed */
+    Py_DECREF(key);
+    if (decision == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(self->slow, args, 2, NULL);
+    }
+    if (decision == self->allow_pure)
+        return PyObject_GetAttr(obj, name);
+    if (decision != self->allow) {
+        Py_INCREF(decision);   /* the call may clear the cache */
+        result = PyObject_CallOneArg(decision, obj);
+        Py_DECREF(decision);
+        return result;
+    }
+    value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return NULL;
+    if (Py_IS_TYPE(value, &PyMethod_Type)) {   /* a bound method: its function is checked in Python */
+        PyObject *call_args[3] = {obj, name, value};
+        result = PyObject_Vectorcall(self->allowed_value, call_args, 3, NULL);
+        Py_DECREF(value);
+        return result;
+    }
+    plain = PySet_Contains(self->plain, (PyObject *)Py_TYPE(value));
+    if (plain < 0) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (plain)
+        return value;
+    {
+        PyObject *call_args[3] = {value, obj, name};
+        result = PyObject_Vectorcall(self->check_value, call_args, 3, NULL);
+    }
+    Py_DECREF(value);
+    return result;
+}
+
+/* write(obj, name): Gates.write's cache hit (the write is allowed: obj); anything else is Gates.write's. */
+static PyObject *
+CachedGates_write(CachedGates *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *key, *decision;
+    if (self->cache == NULL || self->slow_write == NULL || self->w == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this engine's gates are gone");
+        return NULL;
+    }
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "write expects 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(args[1]) || !plain_key_type(Py_TYPE(args[0])))
+        return PyObject_Vectorcall(self->slow_write, args, 2, NULL);
+    key = PyTuple_Pack(3, self->w, (PyObject *)Py_TYPE(args[0]), args[1]);
+    if (key == NULL)
+        return NULL;
+    decision = PyDict_GetItemWithError(self->cache, key);   /* borrowed */
+    Py_DECREF(key);
+    if (decision == Py_True)
+        return Py_NewRef(args[0]);
+    if (decision == NULL && PyErr_Occurred())
+        return NULL;
+    return PyObject_Vectorcall(self->slow_write, args, 2, NULL);
+}
+
+static PyObject *
+CachedGates_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *cache, *allow, *allow_pure, *plain, *slow, *allowed_value, *check_value, *slow_write;
+    CachedGates *self;
+    static char *kwlist[] = {"cache", "allow", "allow_pure", "plain", "slow", "allowed_value", "check_value",
+                             "slow_write", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOOOOO:CachedGates", kwlist, &PyDict_Type, &cache, &allow,
+                                     &allow_pure, &plain, &slow, &allowed_value, &check_value, &slow_write))
+        return NULL;
+    if (!PyAnySet_Check(plain) || !PyCallable_Check(slow) || !PyCallable_Check(allowed_value)
+            || !PyCallable_Check(check_value) || !PyCallable_Check(slow_write)) {
+        PyErr_SetString(PyExc_TypeError, "CachedGates: plain must be a set, the gates callable");
+        return NULL;
+    }
+    self = (CachedGates *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(cache);
+    self->cache = cache;
+    Py_INCREF(allow);
+    self->allow = allow;
+    Py_INCREF(allow_pure);
+    self->allow_pure = allow_pure;
+    Py_INCREF(plain);
+    self->plain = plain;
+    Py_INCREF(slow);
+    self->slow = slow;
+    Py_INCREF(allowed_value);
+    self->allowed_value = allowed_value;
+    Py_INCREF(check_value);
+    self->check_value = check_value;
+    Py_INCREF(slow_write);
+    self->slow_write = slow_write;
+    self->w = PyUnicode_InternFromString("w");
+    if (self->w == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+CachedGates_traverse(CachedGates *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cache);
+    Py_VISIT(self->allow);
+    Py_VISIT(self->allow_pure);
+    Py_VISIT(self->plain);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->allowed_value);
+    Py_VISIT(self->check_value);
+    Py_VISIT(self->slow_write);
+    return 0;
+}
+
+static int
+CachedGates_clear(CachedGates *self)
+{
+    Py_CLEAR(self->cache);
+    Py_CLEAR(self->allow);
+    Py_CLEAR(self->allow_pure);
+    Py_CLEAR(self->plain);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->allowed_value);
+    Py_CLEAR(self->check_value);
+    Py_CLEAR(self->slow_write);
+    Py_CLEAR(self->w);
+    return 0;
+}
+
+static void
+CachedGates_dealloc(CachedGates *self)
+{
+    PyObject_GC_UnTrack(self);
+    CachedGates_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef CachedGates_methods[] = {
+    {"getattr", (PyCFunction)(void (*)(void))CachedGates_getattr, METH_FASTCALL,
+     "Gates.getattr(obj, name), its cache hits in C"},
+    {"write", (PyCFunction)(void (*)(void))CachedGates_write, METH_FASTCALL,
+     "Gates.write(obj, name), its cache hits in C"},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject CachedGatesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sandbox_kernel._fastgates.CachedGates",
+    .tp_basicsize = sizeof(CachedGates),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Gates.getattr with its cache hits in C; everything else goes to the Python gate.",
+    .tp_new = CachedGates_new,
+    .tp_dealloc = (destructor)CachedGates_dealloc,
+    .tp_traverse = (traverseproc)CachedGates_traverse,
+    .tp_clear = (inquiry)CachedGates_clear,
+    .tp_methods = CachedGates_methods,
 };
 
 /* -- the tick ------------------------------------------------------------------------------------------------ */
@@ -507,7 +728,7 @@ PyMODINIT_FUNC
 PyInit__fastgates(void)
 {
     PyObject *m;
-    if (PyType_Ready(&FastGatesType) < 0 || PyType_Ready(&CellTickType) < 0)
+    if (PyType_Ready(&FastGatesType) < 0 || PyType_Ready(&CellTickType) < 0 || PyType_Ready(&CachedGatesType) < 0)
         return NULL;
     m = PyModule_Create(&fastgates_module);
     if (m == NULL)
@@ -526,6 +747,12 @@ PyInit__fastgates(void)
     Py_INCREF(&CellTickType);
     if (PyModule_AddObject(m, "CellTick", (PyObject *)&CellTickType) < 0) {
         Py_DECREF(&CellTickType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&CachedGatesType);
+    if (PyModule_AddObject(m, "CachedGates", (PyObject *)&CachedGatesType) < 0) {
+        Py_DECREF(&CachedGatesType);
         Py_DECREF(m);
         return NULL;
     }

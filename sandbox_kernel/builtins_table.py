@@ -244,8 +244,6 @@ def make_builtins(engine) -> dict:
         table["open"] = runtime_callable(sandbox_open)
     # The gates, under the reserved names the rewriter emits.
     table.update({
-        "__st_getattr__": gates.getattr,
-        "__st_write__": gates.write,
         "__st_augattr__": gates.augattr,
         "__st_augitem__": gates.augitem,
         "__st_aug__": gates.aug,
@@ -271,6 +269,7 @@ def make_builtins(engine) -> dict:
     })
     table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"] = \
         gates.make_fast_gates()
+    table["__st_getattr__"], table["__st_write__"] = gates.make_cached_gates()
     # What %time, %timeit and `obj?` turn into (cellmagics.py); not identifiers, so no cell names them.
     magics = engine.magics
     table.update({name: runtime_callable(fn) for name, fn in (

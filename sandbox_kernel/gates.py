@@ -45,7 +45,7 @@ try:
     from . import _fastgates   # optional C fast paths (setup.py); the Python ones are used without it
 except ImportError:
     _fastgates = None
-if getattr(_fastgates, "VERSION", None) != 3:
+if getattr(_fastgates, "VERSION", None) != 4:
     _fastgates = None   # absent, or a stale build of an older source: the same decisions in Python
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
@@ -1442,6 +1442,15 @@ class Gates:
     def make_fast_gates(self):
         """``(mul, mod, ownattr, contains)`` for this engine: see fast_gates."""
         return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES, self.contains)
+
+    def make_cached_gates(self):
+        """``(getattr, write)`` for ``__st_getattr__`` and ``__st_write__``: their cache hits in C
+        (_fastgates.CachedGates: the same steps, the rest in this class), or the methods without the extension."""
+        if _fastgates is None:
+            return self.getattr, self.write
+        cached = _fastgates.CachedGates(self._cache, _ALLOW, _ALLOW_PURE, _PLAIN_TYPES, self.getattr,
+                                        self._allowed_value, self._check_value, self.write)
+        return cached.getattr, cached.write
 
     def contains(self, container, item):
         """``item in container`` for anything but the builtin containers: an iterator is consumed in C,

@@ -144,3 +144,86 @@ def test_cells_get_the_same_answers_as_plain_python(run):
     r = run(src)
     assert r.ok, r
     assert r.stdout == "42 6442450944 6.0 ababab [0, 0] 2 1.5   5| [3, 4] [3, 4] 3\n1-2\nTrue False True True True\n"
+
+
+@pytest.mark.skipif(gates._fastgates is None, reason="the C extension is not built")
+def test_cached_gates_take_only_cache_hits_and_call_the_python_steps_for_the_rest():
+    import math
+    from types import MethodType
+
+    calls = []
+    allow, pure = object(), object()
+
+    class Meta(type):
+        def __hash__(cls):
+            calls.append("hash")
+            return 1
+
+    class Odd(metaclass=Meta):
+        pass
+
+    def spy(kind, answer):
+        def fn(*a):
+            calls.append((kind,) + tuple(x if type(x) in (str, int) else type(x).__name__ for x in a))
+            return answer
+        return fn
+    own = Own()
+    own.m = MethodType(len, "ab")
+    own.obj = Foreign()
+    cache = {(math, "pi"): pure, (Own, "x"): allow, (Own, "m"): allow, (Own, "obj"): allow,
+             (Own, "sub"): lambda o: ("substituted", type(o).__name__)}
+    cache[("w", Own, "x")] = True
+    cache[("w", Own, "y")] = object()   # (Gates.write's other marks are Python's)
+    cached = gates._fastgates.CachedGates(cache, allow, pure, gates._PLAIN_TYPES, spy("slow", "S"),
+                                          spy("allowed", "A"), spy("check", "C"), spy("write", "W"))
+    get, write = cached.getattr, cached.write
+    assert get(math, "pi") == math.pi and get(own, "x") == 1 and calls == []
+    assert get(own, "sub") == ("substituted", "Own") and calls == []
+    assert get(own, "m") == "A" and calls == [("allowed", "Own", "m", "method")]   # its function is checked
+    calls.clear()
+    assert get(own, "obj") == "C" and calls == [("check", "Foreign", "Own", "obj")]
+    calls.clear()
+    assert get(own, "y") == "S" and calls == [("slow", "Own", "y")]   # a miss
+    calls.clear()
+    assert get(Odd(), "x") == "S" and calls == [("slow", "Odd", "x")]   # the metaclass's hash is not run here
+    calls.clear()
+    with pytest.raises(AttributeError):
+        get(Own.__new__(Own), "x")   # an allowed read of a missing attribute
+    assert calls == []
+    with pytest.raises(TypeError):
+        get(own)
+    assert write(own, "x") is own and calls == []
+    assert write(own, "y") == "W" and write(own, "z") == "W" and write(Odd(), "x") == "W"
+    assert calls == [("write", "Own", "y"), ("write", "Own", "z"), ("write", "Odd", "x")]
+
+
+def test_cells_get_the_same_reads_and_writes_through_the_cached_gates(run):
+    src = ("import math, random\n"
+           "class E(Exception):\n    def __init__(self, c):\n        super().__init__(f'code {c}')\n"
+           "        self.c = c\n"
+           "r = random.Random(1)\n"
+           "out = []\n"
+           "for i in range(3):\n"
+           "    out.append((math.pi, math.sqrt(4.0), r.random() < 1, [1, 2].count(1), E(i).c, E(i).args))\n"
+           "    try:\n        raise E(i)\n    except E as e:\n        out.append(e.c)\n"
+           "print(out[-1], len(out), out[0][:4])\n"
+           "try:\n    math.nope\nexcept AttributeError as e:\n    print('missing', type(e).__name__)\n")
+    for _ in range(2):   # the second run reads from the cache
+        r = run(src)
+        assert r.ok, r
+        assert r.stdout == "2 6 (3.141592653589793, 2.0, True, 1)\nmissing AttributeError\n"
+
+
+def test_cells_get_the_same_write_decisions_through_the_cached_gates(run):
+    src = ("import math, random, textwrap\nclass E(Exception):\n    pass\nout = []\n"
+           "for i in range(2):\n"
+           "    x = E(); x.a = i; out.append(x.a)\n"
+           "    try:\n        math.pi = 3\n    except Exception as err:\n        out.append(type(err).__name__)\n"
+           "    r = random.Random(1)\n"
+           "    try:\n        r.random = len\n    except Exception as err:\n        out.append(type(err).__name__)\n"
+           "    w = textwrap.TextWrapper(); w.width = 5; out.append(w.width)\n"
+           "print(out)\n")
+    for _ in range(2):   # the second run writes through the cache
+        r = run(src)
+        assert r.ok, r
+        assert r.stdout == "[0, 'AttributeDenied', 'AttributeDenied', 5, 1, 'AttributeDenied', 'AttributeDenied', 5]\n"
