@@ -430,7 +430,11 @@ class Gates:
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
-        self._cache: dict = {}
+        # cleared in place, never replaced: _fastgates.CachedGates holds this dict
+        if hasattr(self, "_cache"):
+            self._cache.clear()
+        else:
+            self._cache: dict = {}
         self._class_cache: dict = {}
         self._super_cache: dict = {}
         self._instance_types: dict = {}

@@ -227,3 +227,21 @@ def test_cells_get_the_same_write_decisions_through_the_cached_gates(run):
         r = run(src)
         assert r.ok, r
         assert r.stdout == "[0, 'AttributeDenied', 'AttributeDenied', 5, 1, 'AttributeDenied', 'AttributeDenied', 5]\n"
+
+
+def test_a_policy_change_leaves_no_cached_decision_behind(tmp_path):
+    """The cache the C hit path reads is the gates' own dict, cleared in place when the policy changes: a read
+    allowed and cached under one policy is decided again under the next (here, a policy that denies it)."""
+    import dataclasses
+
+    from sandbox_kernel.engine import Engine
+    from sandbox_kernel.policy import PRESETS
+
+    loose = PRESETS["data-science"]
+    tight = dataclasses.replace(loose, name="tight", object_deny=loose.object_deny + ("numpy.sum", "numpy.ndarray.sum"))
+    engine = Engine(loose, workdir=str(tmp_path))
+    cell = "import numpy as np\na = np.zeros(3)\nfor _ in range(3):\n    f = np.sum\n    g = a.sum\n"
+    assert engine.run_cell(cell, emit=lambda e: None)["status"] == "ok"
+    done = engine.run_cell(cell, emit=lambda e: None, policy=tight)
+    assert done["status"] == "error" and done["error"]["ename"] == "AttributeDenied", done["error"]
+    assert engine.run_cell(cell, emit=lambda e: None, policy=loose)["status"] == "ok"
