@@ -49,10 +49,21 @@ def denial_names() -> frozenset:
                      if isinstance(value, type) and issubclass(value, (SandboxViolation, LimitExceeded)))
 
 
+# What the runtime was handling when it refused (a lookup's KeyError whose key holds the raw class of the object
+# read: review 12, R12-3) is not the cell's to read: on the sandbox's refusals the chain reads as empty. The
+# interpreter's own chaining, and the engine's report (it reads BaseException's descriptors), are unchanged.
+_CONTEXT = BaseException.__dict__["__context__"]
+_CAUSE = BaseException.__dict__["__cause__"]
+_UNCHAINED = {"__context__": property(lambda self: None, lambda self, value: _CONTEXT.__set__(self, value)),
+              "__cause__": property(lambda self: None, lambda self, value: _CAUSE.__set__(self, value))}
+
+
 class SandboxViolation(Exception):
     """Base of every refusal that a cell may observe and handle."""
 
     kind = "policy"
+    __context__ = _UNCHAINED["__context__"]
+    __cause__ = _UNCHAINED["__cause__"]
 
     def __init__(self, target: str, rule: str, *, policy: str | None = None, hint: str | None = None):
         self.target = target
@@ -195,6 +206,8 @@ class LimitExceeded(BaseException):
     """A cell ran out of a budget. Not an Exception: ``except Exception`` cannot swallow it."""
 
     kind = "limit"
+    __context__ = _UNCHAINED["__context__"]
+    __cause__ = _UNCHAINED["__cause__"]
     limit = "limit"
 
     def __init__(self, detail: str, *, policy: str | None = None):

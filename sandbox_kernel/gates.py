@@ -111,6 +111,11 @@ _DANGEROUS_BUILTINS |= {string.Formatter}
 # standard library (its dangerous modules are FORBIDDEN_ORIGINS) and the sandbox's own.
 _STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "__main__"}
 _NOT_FOREIGN = frozenset({"sandbox_kernel"})
+# The standard library's dangerous modules (FORBIDDEN_ORIGINS) whose objects a library may still hand out: opaque
+# like an ungranted library's (plain data only, read-only). plotly's logging.Logger led to every logger's live
+# handler list, where a cell planted a handler the host ran unconfined (review 12, R12-1); a lock a library keeps
+# would let a cell block the host. The io module's file objects are the cell's own files.
+_OPAQUE_STDLIB = FORBIDDEN_ORIGINS - {"_io", "io", "sandbox_kernel"}
 _SCALAR_TYPES = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _C_DATA_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)   # slots and C fields
 
@@ -472,10 +477,10 @@ class Gates:
         """The decision for obj.name, from the caches or freshly made (raises when denied); getattr inlines the
         cache lookup on its hot path."""
         t = type(obj)
-        try:
-            return self._cache[(obj if t is ModuleType else t, name)]
-        except KeyError:
-            return self._decision_not_cached(obj, t, name)
+        decision = self._cache.get((obj if t is ModuleType else t, name))
+        # decided outside any except block: a refusal must not carry the lookup's KeyError, whose key holds the
+        # object's real class (review 12, R12-3)
+        return self._decision_not_cached(obj, t, name) if decision is None else decision
 
     def _allowed_quietly(self, obj, name) -> bool:
         self._quiet += 1
@@ -552,10 +557,10 @@ class Gates:
         """``__st_getattr__(obj, name)``: the value of ``obj.name`` if the policy allows it.
         The rewriter always passes a str constant; builtin_getattr checks names from cells."""
         t = type(obj)
-        try:
-            # modules are keyed by themselves (every module has the same type)
-            decision = self._cache[(obj if t is ModuleType else t, name)]
-        except KeyError:
+        # modules are keyed by themselves (every module has the same type); a miss is decided outside any except
+        # block (a refusal carrying the lookup's KeyError would hand out the object's real class: R12-3)
+        decision = self._cache.get((obj if t is ModuleType else t, name))
+        if decision is None:
             # super() reads (super().__init__ in every cell constructor) skip _decision_not_cached's frame
             decision = self._decide_super_cached(obj, name) if t is super else self._decision_not_cached(obj, t, name)
         if decision is _ALLOW:
@@ -768,8 +773,8 @@ class Gates:
         if foreign is None:
             # (a loaded top-level package: C functions name made-up modules, scipy.odr.odr says '_odrpack')
             loaded = type(sys.modules.get(top)) is ModuleType
-            foreign = loaded and top not in _NOT_FOREIGN and top not in _STDLIB_MODULES and \
-                not self.policy.module_allowed(top)
+            foreign = loaded and top not in _NOT_FOREIGN and (top not in _STDLIB_MODULES or top in _OPAQUE_STDLIB) \
+                and not self.policy.module_allowed(top)
             if loaded:
                 self._foreign_modules[top] = foreign
         return foreign
@@ -1304,6 +1309,11 @@ class Gates:
                                           "private attributes are writable only on classes defined in the sandbox"))
         if self._pair_denied(obj, n):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "disabled by the policy"))
+        if self._foreign_class(t):
+            # opaque objects (an ungranted library's, a dangerous stdlib module's: a logger's level, a handler's
+            # stream) are the process's: the host and its libraries act on what they hold
+            self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)", "objects of libraries the policy does "
+                                      "not grant are read-only in the sandbox"))
         if _read_only_instances(t):
             self.deny(AttributeDenied(f"'{n}' of {_type_name(obj)} (write)",
                                       "this library's objects are shared by the process: read-only in the sandbox"))
@@ -1343,6 +1353,12 @@ class Gates:
             # object its library keeps in a module is the process's, whoever reaches it
             self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
                                       "this object is kept by its library's module for the whole process"))
+        if hasattr(type(obj), "__get__") and not callable(obj):
+            # a descriptor (functools.cached_property, property, a library's own): what a library class holds
+            # decides that attribute for every instance in the process; np.finfo.epsneg.attrname = 'eps' changed
+            # the host's np.finfo(t).epsneg (review 12, R12-4)
+            self.deny(AttributeDenied(f"'{name}' of {_type_name(obj)} (write)",
+                                      "a descriptor decides an attribute for every object of its class"))
         keeps_invariants = _built_on_index_arrays(type(obj))
 
         def check(value):

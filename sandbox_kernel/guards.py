@@ -1576,11 +1576,18 @@ _MISSING = object()
 class _PandasOptions:
     """pandas' option tree, written in place (every route to it, set_option, option_context, pd.options.x = v,
     reset_option, ends there); an option's callback runs when its value changes, as set_option runs it.
-    A snapshot is (the options, their values), in one order kept while no option is registered."""
+    A snapshot is (the options, their values), in one order kept while no option is registered.
+
+    The tree's dicts are the host's, recorded the first time each section is seen: a cell that reached the live
+    tree (pd.options.d) and replaced a section (d['display'] = {...}) left the host's values going into a dict
+    pandas no longer read, and the host's next print called the cell's float_format (review 12, R12-2). Before
+    every read and install the recorded sections are put back where pandas looks, and a leaf the cell deleted
+    is written again."""
     name = "pandas options"
 
     def __init__(self):
         self._slots, self._key = ((), (), ()), None
+        self._sections: dict = {}   # ('display',) or ('styler', 'format') -> the host's dict for that section
 
     @staticmethod
     def available() -> bool:
@@ -1590,37 +1597,62 @@ class _PandasOptions:
         config = sys.modules["pandas._config.config"]
         key = (len(config._registered_options), id(config._global_config))
         if key != self._key:
+            if self._key is not None and key[1] != self._key[1]:
+                self._sections = {}   # pandas made a new tree (reloaded): record it afresh
+            self._relink(config)
             options, roots, leaves = [], [], []
             for option in list(config._registered_options):
-                try:
-                    root, leaf = config._get_root(option)   # the dict holding it, its last name
-                except Exception:   # noqa: BLE001 - a malformed registration: not an option a cell can set
-                    continue
-                if type(root) is dict and leaf in root:
+                path = tuple(option.split("."))
+                root = self._section(config, path[:-1])
+                if type(root) is dict and path[-1] in root:
                     options.append(option)
                     roots.append(root)
-                    leaves.append(leaf)
+                    leaves.append(path[-1])
             self._slots, self._key = (tuple(options), tuple(roots), tuple(leaves)), key
+        else:
+            self._relink(config)
         return self._slots
+
+    def _section(self, config, path):
+        """The recorded dict of a section, recorded now if new (its current dict, reached from a recorded one)."""
+        if not path:
+            return config._global_config
+        recorded = self._sections.get(path)
+        if recorded is None:
+            parent = self._section(config, path[:-1])
+            recorded = dict.get(parent, path[-1]) if type(parent) is dict else None
+            if type(recorded) is not dict:
+                return None
+            self._sections[path] = recorded
+        return recorded
+
+    def _relink(self, config) -> None:
+        """Each recorded section back in its recorded parent (shallow sections first)."""
+        for path in sorted(self._sections, key=len):
+            parent = config._global_config if len(path) == 1 else self._sections.get(path[:-1])
+            if type(parent) is dict and dict.get(parent, path[-1]) is not self._sections[path]:
+                dict.__setitem__(parent, path[-1], self._sections[path])
 
     def read(self):
         options, roots, leaves = self._slots_now()
-        return options, tuple(map(operator.getitem, roots, leaves))
+        registered = sys.modules["pandas._config.config"]._registered_options
+        return options, tuple(root[leaf] if leaf in root else registered[option].defval
+                              for option, root, leaf in zip(options, roots, leaves))
 
     def install(self, wanted, current, entering: bool) -> None:
         options, roots, leaves = self._slots_now()
         values = wanted[1]
+        registered = sys.modules["pandas._config.config"]._registered_options
         if wanted[0] is not options:   # options registered since: theirs are the defaults
-            registered = sys.modules["pandas._config.config"]._registered_options
             known = dict(zip(*wanted))
             values = tuple(known[o] if o in known else registered[o].defval for o in options)
-        if current[0] is options and all(map(operator.is_, values, current[1])):
+        missing = [i for i, (root, leaf) in enumerate(zip(roots, leaves)) if leaf not in root]
+        if not missing and current[0] is options and all(map(operator.is_, values, current[1])):
             return
-        now = tuple(map(operator.getitem, roots, leaves))
-        changed = [i for i, (value, was) in enumerate(zip(values, now)) if value is not was]
+        now = tuple(root.get(leaf) for root, leaf in zip(roots, leaves))
+        changed = sorted({i for i, (value, was) in enumerate(zip(values, now)) if value is not was} | set(missing))
         for i in changed:
             roots[i][leaves[i]] = values[i]
-        registered = sys.modules["pandas._config.config"]._registered_options
         for i in changed:
             callback = registered[options[i]].cb
             if callback is not None:
@@ -1703,6 +1735,25 @@ class _RandomModule:
     def install(wanted, current, entering: bool) -> None:
         if wanted is not current:
             random.setstate(wanted)
+
+
+class _NumpyGlobalRandom:
+    """numpy's legacy global RandomState (np.random.seed, np.random.rand ...): np.random.seed(n) in a cell decided
+    the host's later draws and another engine's (review 12, R12-5)."""
+    name = "numpy global random state"
+
+    @staticmethod
+    def available() -> bool:
+        return "numpy.random.mtrand" in sys.modules
+
+    @staticmethod
+    def read():
+        return sys.modules["numpy.random.mtrand"]._rand.get_state()
+
+    @staticmethod
+    def install(wanted, current, entering: bool) -> None:
+        if wanted is not current:
+            sys.modules["numpy.random.mtrand"]._rand.set_state(wanted)
 
 
 def forget_cell_keys_in_plotly_validators() -> None:
@@ -1919,6 +1970,7 @@ LIBRARY_STATE = (_PandasOptions(),
                  _ClassData("pandas federal holidays", "pandas.tseries.holiday", "USFederalHolidayCalendar",
                             ("rules",)),
                  _SlotState("plotly.express defaults", "plotly.express._core", "defaults"), _RandomModule(),
+                 _NumpyGlobalRandom(),
                  _ObjectState("plotly.io defaults", "plotly.io._defaults", "defaults"),
                  _ObjectState("plotly.io json config", "plotly.io._json", "config"),
                  _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",

@@ -147,3 +147,50 @@ JINJA_CALLABLE_READS = {
 def test_jinja_environment_tables_are_opaque(run, name):
     r = run(f"import pandas as pd\nenv = pd.DataFrame({{'a': [1]}}).style.env\ngot = {JINJA_CALLABLE_READS[name]}\n")
     assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# -- review 12: objects of the standard library's dangerous modules, handed out by a library --------------------
+# R12-1: plotly's logger (`_plotly_utils.optional_imports.logger`) is a real logging.Logger; from it every logger of
+# the process and their live handler lists. A cell appended an object whose `handle` was np.savetxt bound to a path
+# outside: the next time the host logged, logging called it unconfined. Such objects are opaque now, like an
+# ungranted library's (plain data only, read-only).
+
+def test_a_handler_planted_in_the_process_loggers_never_runs_for_the_host(tmp_path):
+    from childcell import host_probe_any, run_cell_in_child, savetxt_writer
+
+    target = tmp_path / "pwned_by_a_log_handler"
+    cell = ("import functools, numpy as np\nimport _plotly_utils.optional_imports as oi\n"
+            "class H:\n    pass\nh = H()\nh.level = 0\n"
+            f"h.handle = {savetxt_writer(target)}\n"
+            "for route in (lambda: oi.logger.parent.handlers, lambda: oi.logger.handlers,\n"
+            "              lambda: [getattr(l, 'handlers', []) for l in oi.logger.manager.loggerDict.values()][0]):\n"
+            "    try:\n        route().append(h)\n    except Exception:\n        pass\n"
+            "for write in (lambda: setattr(oi.logger, 'disabled', True), lambda: setattr(oi.logger, 'level', 0)):\n"
+            "    try:\n        write()\n    except Exception:\n        pass\n")
+    probe = ("import logging\napp = logging.getLogger('IPKernelApp')\napp.propagate = False\n"
+             "app.addHandler(logging.NullHandler())\n" +
+             host_probe_any("app.warning('completion failed')\nlogging.getLogger('_plotly_utils.optional_imports')"
+                            ".warning('x')\nlogging.getLogger().error('y')\n"
+                            "report['disabled'] = logging.getLogger('_plotly_utils.optional_imports').disabled",
+                            detail=True))
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True,
+                               limits={"timeout": 30.0})
+    assert "crashed" not in result and result["status"] == "ok", result
+    assert not target.exists(), "the host ran the cell's handler"
+    assert result["disabled"] is False, result
+
+
+@pytest.mark.parametrize("read", [
+    "oi.logger.handlers", "oi.logger.parent", "oi.logger.manager", "oi.logger.addHandler",
+    "np.finfo.epsneg.lock.acquire",
+])
+def test_objects_of_dangerous_stdlib_modules_are_opaque(run, read):
+    r = run(f"import numpy as np\nimport _plotly_utils.optional_imports as oi\nx = {read}\n")
+    assert not r.ok and r.error_name == "AttributeDenied", (read, r)
+
+
+def test_their_plain_data_and_the_cells_files_still_read(run):
+    r = run("import io, _plotly_utils.optional_imports as oi\ns = io.StringIO()\ns.write('a')\n"
+            "f = open('x.txt', 'w')\nf.write('hi')\nf.close()\n"
+            "print(oi.logger.name, s.getvalue(), open('x.txt').buffer.raw.name, open('x.txt').read())")
+    assert r.ok and r.stdout == "_plotly_utils.optional_imports a x.txt hi\n", r

@@ -868,3 +868,23 @@ def test_module_level_library_instances_are_not_written(target):
     result = run_reporting(cell, timeout=120, probe=host_probe_any(use))
     assert "crashed" not in result and "host_error" not in result, result
     assert not result["changed"], json.dumps(result)
+
+
+# -- review 12, R12-4: descriptors a library class holds -----------------------------------------------------------
+
+@pytest.mark.parametrize("write", [
+    "np.finfo.epsneg.attrname = 'eps'",
+    "np.finfo.epsneg.__doc__ = 'x'",
+    "setattr(np.finfo.epsneg, 'attrname', 'eps')",
+])
+def test_a_descriptor_of_a_library_class_takes_no_write(write):
+    """np.finfo.epsneg is a functools.cached_property shared by the process: a new attrname made the host's later
+    np.finfo(t).epsneg answer eps."""
+    from childcell import host_probe_any, run_cell_in_child
+
+    probe = "import numpy as np\n" + host_probe_any(
+        "report['epsneg'] = float(np.finfo(np.float16).epsneg)\nreport['eps'] = float(np.finfo(np.float16).eps)")
+    result = run_cell_in_child(f"import numpy as np\n{write}\n", report=("status", "ename"), probe=probe,
+                               hard_exit=True, limits={"timeout": 30.0})
+    assert "crashed" not in result and result["status"] == "error", result
+    assert result["epsneg"] == 2.0 ** -11 and result["eps"] == 2.0 ** -10, result

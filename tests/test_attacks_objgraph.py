@@ -272,3 +272,44 @@ def test_private_library_state_via_subclass_shadowing(sandbox):
 def test_private_library_state_stays_hidden(run):
     r = run("import pandas as pd\nclass D(pd.DataFrame):\n    pass\nm = D({'a': [1]})._mgr\n")
     assert not r.ok and r.denied("attribute", line=4), r
+
+
+# -- review 12: what a refusal carries ----------------------------------------------------------------------------
+# R12-3: a refusal made on a cache miss carried the lookup's KeyError as __context__, whose key was (type(obj), name):
+# the real class of any object, past type()'s check and every stand-in (_io.FileIO opened the host's descriptors;
+# the real decimal.Context; the real three-argument type).
+
+_CLASS_OF = (
+    "def class_of(obj):\n"
+    "    try:\n"
+    "        obj._surely_private\n"
+    "    except AttributeError as e:\n"
+    "        chain = [e.__context__, e.__cause__]\n"
+    "        return [c for c in chain if c is not None]\n")
+
+
+@pytest.mark.parametrize("holder", ["open('mine.txt', 'w').buffer.raw", "1", "int", "[].__iter__()", "print"])
+def test_a_refusal_carries_no_chain(run, holder):
+    r = run(_CLASS_OF + f"found = class_of({holder})\nprint(found)\n")
+    assert r.ok and r.stdout == "[]\n", (holder, r)
+
+
+def test_a_refusal_never_hands_out_the_real_file_class(tmp_path, outside, host_secret):
+    """The attack itself: with the real FileIO, any descriptor of the host is readable and writable."""
+    from childcell import run_cell_in_child
+
+    secret = outside / "held_open.txt"
+    secret.write_text(host_secret)
+    hostlog = outside / "hostlog.txt"
+    cell = ("try:\n    open('mine.txt', 'w').buffer.raw._x\nexcept AttributeError as e:\n"
+            "    ctx = e.__context__\n"
+            "FileIO = ctx.args[0][0] if ctx is not None else None\nfound = []\n"
+            "for fd in range(3, 40):\n    try:\n        found.append(FileIO(fd, 'r', closefd=False).read(200))\n"
+            "    except Exception:\n        pass\n"
+            f"leaked = any(type(d) is bytes and {host_secret.encode()!r} in d for d in found)\n")
+    probe = (f"import os\nSECRET_FD = os.open({str(secret)!r}, os.O_RDONLY)\n"
+             f"LOG_FD = os.open({str(hostlog)!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+             f"def probe_host(report):\n    report['hostlog'] = open({str(hostlog)!r}).read()\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=probe, ns=("leaked",), hard_exit=True,
+                               limits={"timeout": 30.0})
+    assert "crashed" not in result and not result["leaked"] and result["hostlog"] == "", result

@@ -269,6 +269,10 @@ PANDAS_OPTION_ROUTES = {
     "option_context_left_open": "pd.option_context('display.max_rows', 3).__enter__()",
     "styler_formatter": "pd.set_option('styler.format.formatter', lambda v: 'CELL')",
     "reset_after_host_change": "pd.reset_option('display.max_rows')",
+    # review 12, R12-2: the live tree (pd.options.d): a section replaced, a leaf deleted, the root section's dict
+    "section_replaced": "d = pd.options.d\ndisp = dict(d['display'])\ndisp['max_rows'] = 3\nd['display'] = disp",
+    "leaf_deleted": "del pd.options.d['display']['max_rows']",
+    "nested_section_replaced": "pd.options.d['styler']['format'] = {'formatter': lambda v: 'CELL'}",
 }
 
 
@@ -556,3 +560,41 @@ def test_std_streams_redirected_and_never_restored_stay_the_hosts():
              "    report['streams'] = [type(sys.stdout).__name__, type(sys.stderr).__name__]\n")
     result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=probe, hard_exit=True, timeout=120)
     assert result["status"] == "ok" and result["streams"] == ["TextIOWrapper", "TextIOWrapper"], json.dumps(result)
+
+
+def test_a_replaced_option_section_does_not_hand_the_host_a_callable(outside):
+    """R12-2: the cell replaced pandas' 'display' section with its own dict holding a library callable as
+    float_format; the per-engine swap restored the host's values into the detached old dict, and the host's next
+    DataFrame print wrote the cell's file."""
+    target = outside / "float-format-section.sh"
+    cell = ("import functools, numpy as np, pandas as pd\nd = pd.options.d\ndisplay = dict(d['display'])\n"
+            f"display['float_format'] = {savetxt_writer(target)}\nd['display'] = display\n")
+    result = run_cell_in_child(cell, probe=REPORT_HOST_DATAFRAME_REPR.format(path=str(target)), hard_exit=True,
+                               timeout=60)
+    assert result.get("written") is False, result
+    assert not target.exists()
+
+
+def test_the_engines_own_option_changes_through_the_tree_stay_its_own(sandbox):
+    import pandas as pd
+    host_rows = pd.get_option("display.max_rows")
+    r = sandbox.run("import pandas as pd\nd = pd.options.d\ndisp = dict(d['display'])\ndisp['max_rows'] = 5\n"
+                    "d['display'] = disp\n")
+    assert r.ok, r
+    assert pd.get_option("display.max_rows") == host_rows
+    r = sandbox.run("import pandas as pd\nprint(pd.get_option('display.max_rows'))")
+    assert r.ok and r.stdout == f"{host_rows}\n", r   # the section the cell made is not the tree pandas reads
+
+
+def test_numpys_global_random_state_is_the_engines(run):
+    """R12-5: np.random.seed in a cell decided the host's later np.random draws (and another engine's)."""
+    import numpy as np
+    np.random.seed(1)
+    expected = np.random.random()
+    np.random.seed(1)
+    r = run("import numpy as np\nnp.random.seed(12345)\nfirst = np.random.random()")
+    assert r.ok, r
+    assert np.random.random() == expected
+    r = run("import numpy as np\nnp.random.seed(12345)\na = np.random.random()\n")
+    r2 = run("b = np.random.random()\nnp.random.seed(12345)\nprint(a == first, np.random.random() == a)")
+    assert r2.ok and r2.stdout == "True True\n", r2   # the engine's own stream, across its cells
