@@ -82,6 +82,21 @@ def _is_number_const(node: ast.expr, kinds=(float, complex)) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) in kinds
 
 
+# The largest integer result of two constants the rewriter leaves ungated (bits): far below the size cap.
+_CONSTANT_RESULT_BITS = 4096
+
+
+def _small_constant_result(op, a, b) -> bool:
+    """a op b of two number constants has at most _CONSTANT_RESULT_BITS bits (or is no integer at all)."""
+    if type(a) is not int or type(b) is not int:
+        return op is not ast.LShift   # a float or complex power or product is a float's size
+    if op is ast.Pow:
+        return b < 0 or abs(a) <= 1 or a.bit_length() * b <= _CONSTANT_RESULT_BITS
+    if op is ast.LShift:
+        return b <= 64 and a.bit_length() + b <= _CONSTANT_RESULT_BITS
+    return a.bit_length() + b.bit_length() <= _CONSTANT_RESULT_BITS
+
+
 def _small_int_const(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) <= _SMALL_EXPONENT
 
@@ -600,10 +615,11 @@ class Rewriter(ast.NodeTransformer):
 
     def _cheap_binop(self, op, left, right) -> bool:
         """True where a *, ** or << cannot build a huge value: a float operand, a small constant
-        exponent, or two constants (folded by the compiler within its own size limits)."""
+        exponent, or two constants whose result is small. (The compiler folds only small results: larger ones
+        are computed when the cell runs, so 2 ** 100_000_000 and 7 ** 10**9 of constants go through the gate.)"""
         if isinstance(left, ast.Constant) and isinstance(right, ast.Constant) and \
                 type(left.value) in (int, float, complex) and type(right.value) in (int, float, complex):
-            return op is not ast.LShift or (isinstance(right.value, int) and right.value <= 64)
+            return _small_constant_result(op, left.value, right.value)
         if op is ast.Mult:
             return _is_number_const(left) or _is_number_const(right)
         if op is ast.Pow:

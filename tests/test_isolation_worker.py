@@ -255,10 +255,11 @@ def test_worker_exit_is_reported(rogue, level):
 
 def test_cell_stuck_in_c_ends_within_timeout_plus_grace(real):
     """pbkdf2 runs for tens of seconds in C without looking at signals: the engine's soft timeout
-    cannot fire, so the host kills the worker at timeout + grace."""
+    cannot fire, so the host kills the worker at timeout + grace. (Its rounds are charged as ticks first: the tick
+    budget here is large enough to let it start, as a C call the charge misjudges would.)"""
     b = real["process"]
     r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)",
-            limits=_real_policy().limits.__class__(timeout=1.0, memory_mb=512))
+            limits=_real_policy().limits.__class__(ticks=10**12, timeout=1.0, memory_mb=512))
     # the host's hard deadline (time limit + grace) killed it, as the kernel reports
     assert not r.ok and r.done["worker"]["reason"] == "timeout", r.done
     assert "time limit (1 s) nor within 1 s more" in r.error["evalue"], r.error
@@ -280,7 +281,8 @@ def test_interrupt_reaches_the_worker_and_keeps_state(real):
 def test_interrupt_of_a_cell_stuck_in_c_kills_after_the_grace(real):
     b = real["kernel"]
     threading.Timer(0.3, b.cancel).start()
-    r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)")
+    r = Run(b, "import hashlib\nhashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**8)",
+            limits=_real_policy().limits.__class__(ticks=10**12, timeout=60.0, memory_mb=512))
     # killed after the interrupt's grace: not at the time limit's hard deadline (reason "timeout")
     assert r.done["worker"]["reason"] == "interrupt", r.done
     assert Run(b, "2").text() == "2"
