@@ -27,7 +27,7 @@
 #include <stddef.h>
 
 /* Raised whenever FastGates' interface changes (gates.py refuses any other build). */
-#define FASTGATES_VERSION 4
+#define FASTGATES_VERSION 5
 
 /* |x| < 2**31 for both operands: the product fits in 62 bits, far below any size cap. */
 #define SMALL_LIMIT (1LL << 31)
@@ -39,6 +39,7 @@ typedef struct {
     PyObject *slow_getattr;  /* gates' getattr(obj, name) */
     PyObject *own;           /* the set of the cell's own classes (shared, grows as cells define classes) */
     PyObject *slow_contains; /* gates' contains(container, item): charges what C would iterate */
+    PyObject *slow_pow;      /* gates' pow(a, k): a ** k (k a small int constant), sizes checked in Python */
 } FastGates;
 
 static int
@@ -63,7 +64,7 @@ static int
 check_call(FastGates *self, Py_ssize_t nargs, const char *what)
 {
     if (self->slow_mul == NULL || self->slow_mod == NULL || self->slow_getattr == NULL || self->own == NULL
-            || self->slow_contains == NULL) {
+            || self->slow_contains == NULL || self->slow_pow == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "this engine's gates are gone");
         return 0;
     }
@@ -87,6 +88,20 @@ FastGates_mul(FastGates *self, PyObject *const *args, Py_ssize_t nargs)
     if (PyFloat_CheckExact(a) || PyFloat_CheckExact(b) || (is_small_int(a) && is_small_int(b)))
         return PyNumber_Multiply(a, b);
     return PyObject_Vectorcall(self->slow_mul, args, 2, NULL);
+}
+
+/* 'a ** k' with a small int constant k (the rewriter's only use): a float, a complex or a small int cannot grow
+   past any cap; a big int (at the cap, x ** 4 is four times it) goes to the gate. */
+static PyObject *
+FastGates_pow(FastGates *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *a;
+    if (!check_call(self, nargs, "pow"))
+        return NULL;
+    a = args[0];
+    if (PyFloat_CheckExact(a) || PyComplex_CheckExact(a) || is_small_int(a))
+        return PyNumber_Power(a, args[1], Py_None);
+    return PyObject_Vectorcall(self->slow_pow, args, 2, NULL);
 }
 
 /* 'a % b': with an int or float on the left it is arithmetic, never string formatting. */
@@ -148,14 +163,14 @@ FastGates_contains(FastGates *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 FastGates_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *mul, *mod, *getattr_, *own, *contains;
+    PyObject *mul, *mod, *getattr_, *own, *contains, *pow_;
     FastGates *self;
-    static char *kwlist[] = {"mul", "mod", "getattr", "own", "contains", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:FastGates", kwlist, &mul, &mod, &getattr_, &own,
-                                     &contains))
+    static char *kwlist[] = {"mul", "mod", "getattr", "own", "contains", "pow", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO:FastGates", kwlist, &mul, &mod, &getattr_, &own,
+                                     &contains, &pow_))
         return NULL;
     if (!PyCallable_Check(mul) || !PyCallable_Check(mod) || !PyCallable_Check(getattr_)
-            || !PyCallable_Check(contains)) {
+            || !PyCallable_Check(contains) || !PyCallable_Check(pow_)) {
         PyErr_SetString(PyExc_TypeError, "FastGates: the slow gates must be callable");
         return NULL;
     }
@@ -176,6 +191,8 @@ FastGates_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->own = own;
     Py_INCREF(contains);
     self->slow_contains = contains;
+    Py_INCREF(pow_);
+    self->slow_pow = pow_;
     return (PyObject *)self;
 }
 
@@ -187,6 +204,7 @@ FastGates_traverse(FastGates *self, visitproc visit, void *arg)
     Py_VISIT(self->slow_getattr);
     Py_VISIT(self->own);
     Py_VISIT(self->slow_contains);
+    Py_VISIT(self->slow_pow);
     return 0;
 }
 
@@ -198,6 +216,7 @@ FastGates_clear(FastGates *self)
     Py_CLEAR(self->slow_getattr);
     Py_CLEAR(self->own);
     Py_CLEAR(self->slow_contains);
+    Py_CLEAR(self->slow_pow);
     return 0;
 }
 
@@ -212,6 +231,7 @@ FastGates_dealloc(FastGates *self)
 static PyMethodDef FastGates_methods[] = {
     {"mul", (PyCFunction)(void (*)(void))FastGates_mul, METH_FASTCALL, "a * b, small ints and floats in C"},
     {"mod", (PyCFunction)(void (*)(void))FastGates_mod, METH_FASTCALL, "a % b, numeric left operand in C"},
+    {"pow", (PyCFunction)(void (*)(void))FastGates_pow, METH_FASTCALL, "a ** k for a small constant k, in C"},
     {"contains", (PyCFunction)(void (*)(void))FastGates_contains, METH_FASTCALL,
      "item in container, for the builtin containers in C"},
     {"getattr", (PyCFunction)(void (*)(void))FastGates_getattr, METH_FASTCALL,

@@ -267,8 +267,8 @@ def make_builtins(engine) -> dict:
         "__st_entered__": engine.budget.entered,
         "__st_entered_async__": engine.budget.entered_async,
     })
-    table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"] = \
-        gates.make_fast_gates()
+    table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"], \
+        table["__st_pow__"] = gates.make_fast_gates()
     table["__st_getattr__"], table["__st_write__"] = gates.make_cached_gates()
     # What %time, %timeit and `obj?` turn into (cellmagics.py); not identifiers, so no cell names them.
     magics = engine.magics

@@ -45,7 +45,7 @@ try:
     from . import _fastgates   # optional C fast paths (setup.py); the Python ones are used without it
 except ImportError:
     _fastgates = None
-if getattr(_fastgates, "VERSION", None) != 4:
+if getattr(_fastgates, "VERSION", None) != 5:
     _fastgates = None   # absent, or a stale build of an older source: the same decisions in Python
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
@@ -1434,6 +1434,11 @@ class Gates:
 
     # -- sizes -----------------------------------------------------------------------------------
 
+    def small_power(self, a, k):
+        """``a ** k`` for a small int constant k (the rewriter's __st_pow__): an int at the size cap would still
+        grow k-fold in one C multiplication, and x = x ** 4 in a loop without bound (mutation run 2)."""
+        return self.binop(a, "**", k)
+
     def binop(self, a, op, b):
         """``a * b``, ``a ** b``, ``a << b``, refused before they start when the result would be huge."""
         ta = type(a)
@@ -1461,7 +1466,7 @@ class Gates:
 
     def make_fast_gates(self):
         """``(mul, mod, ownattr, contains)`` for this engine: see fast_gates."""
-        return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES, self.contains)
+        return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES, self.contains, self.small_power)
 
     def make_cached_gates(self):
         """``(getattr, write)`` for ``__st_getattr__`` and ``__st_write__``: their cache hits in C
@@ -3055,14 +3060,14 @@ _SIZED_BUILTINS = {f for f in (list, tuple, set, frozenset, dict, bytes, bytearr
 _PLAIN_CONTAINERS = frozenset({dict, set, frozenset, str, list, tuple, bytes, type({}.keys()), type({}.items())})
 
 
-def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=True):
+def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, slow_pow, *, use_c=True):
     """The three hottest gates with their no-policy fast paths first: a float or two small ints for
     ``*``, a number on the left of ``%`` (arithmetic, never a format), an instance of a class in
     ``own`` for an attribute the rewriter already found plain. Anything else goes to the slow gate.
     In C when sandbox_kernel._fastgates was compiled; else the same decisions in Python."""
     if use_c and _fastgates is not None:
-        fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own, slow_contains)
-        return fast.mul, fast.mod, fast.getattr, fast.contains
+        fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own, slow_contains, slow_pow)
+        return fast.mul, fast.mod, fast.getattr, fast.contains, fast.pow
     small = 1 << 31
 
     def mul(a, b):
@@ -3087,7 +3092,13 @@ def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, *, use_c=Tr
         if t in _PLAIN_CONTAINERS or t is range and (type(item) is int or type(item) is bool):
             return item in container
         return slow_contains(container, item)
-    return mul, mod, ownattr, contains
+
+    def pow_(a, k):
+        ta = type(a)
+        if ta is float or ta is complex or ta is int and -small < a < small:
+            return a ** k
+        return slow_pow(a, k)
+    return mul, mod, ownattr, contains, pow_
 
 
 # The guards need the helpers above; the gates need the guards' table (a cycle, resolved by order).

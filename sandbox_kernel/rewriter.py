@@ -623,11 +623,12 @@ class Rewriter(ast.NodeTransformer):
         if op is ast.Mult:
             return _is_number_const(left) or _is_number_const(right)
         if op is ast.Pow:
-            return _is_number_const(right) or _small_int_const(right)
+            return _is_number_const(right)   # a small int exponent goes to the pow gate (visit_BinOp)
         return False
 
     def visit_BinOp(self, node):
-        """'a * b' becomes '__st_mul__(a, b)' and 'a ** b' '__st_binop__(a, "**", b)' (likewise <<),
+        """'a * b' becomes '__st_mul__(a, b)', 'a ** 2' '__st_pow__(a, 2)' (a small int exponent) and 'a ** b'
+        '__st_binop__(a, "**", b)' (likewise <<),
         which refuse results that would be too large; 'a % b' becomes '__st_mod__(a, b)' and
         '"%10d" % x' (a literal format) '__st_percent__("%10d", x)', which bound %-format field widths.
         Other operators are unchanged."""
@@ -643,6 +644,8 @@ class Rewriter(ast.NodeTransformer):
         if op in _OP_NAMES and not self._cheap_binop(op, node.left, node.right):
             if op is ast.Mult:
                 return ast.copy_location(_call("mul", left, right), node)
+            if op is ast.Pow and _small_int_const(node.right):
+                return ast.copy_location(_call("pow", left, right), node)
             return ast.copy_location(_call("binop", left, _const(_OP_NAMES[op]), right), node)
         node.left, node.right = left, right
         return node

@@ -31,9 +31,13 @@ def fast(request):
             calls.append((kind, a if kind != "getattr" else type(a).__name__, b))
             return ("slow", kind)
         return gate
-    mul, mod, ownattr, contains = gates.fast_gates(slow("mul"), slow("mod"), slow("getattr"), {Own},
-                                                   slow("contains"), use_c=request.param == "c")
+    mul, mod, ownattr, contains, pow_ = gates.fast_gates(slow("mul"), slow("mod"), slow("getattr"), {Own},
+                                                         slow("contains"), slow("pow"), use_c=request.param == "c")
+    SMALL_POWER[:] = [pow_]
     return mul, mod, ownattr, calls, contains
+
+
+SMALL_POWER: list = []   # the fixture's pow (its tuple keeps the shape the other tests unpack)
 
 
 def test_the_c_fast_paths_are_built_on_linux():
@@ -110,11 +114,11 @@ def test_wrong_arity_is_a_type_error(fast, args):
 @pytest.mark.skipif(gates._fastgates is None, reason="the C extension is not built")
 def test_c_constructor_rejects_bad_arguments():
     with pytest.raises(TypeError):
-        gates._fastgates.FastGates(1, 2, 3, set(), len)
+        gates._fastgates.FastGates(1, 2, 3, set(), len, len)
     with pytest.raises(TypeError):
-        gates._fastgates.FastGates(len, len, len, [Own], len)
+        gates._fastgates.FastGates(len, len, len, [Own], len, len)
     with pytest.raises(TypeError):
-        gates._fastgates.FastGates(len, len, len, {Own}, 4)
+        gates._fastgates.FastGates(len, len, len, {Own}, 4, len)
 
 
 @pytest.mark.parametrize("container, item", [({1: 2}, 1), ({1}, 2), (frozenset({3}), 3), ("abc", "b"),
@@ -245,3 +249,17 @@ def test_a_policy_change_leaves_no_cached_decision_behind(tmp_path):
     done = engine.run_cell(cell, emit=lambda e: None, policy=tight)
     assert done["status"] == "error" and done["error"]["ename"] == "AttributeDenied", done["error"]
     assert engine.run_cell(cell, emit=lambda e: None, policy=loose)["status"] == "ok"
+
+
+
+def test_small_powers_take_the_fast_path_only_where_nothing_can_grow(fast):
+    """a ** k (k a small int constant, the rewriter's __st_pow__): floats, complex numbers and small ints in the fast
+    path; anything else, an int at the size cap above all, goes to the gate (mutation run 2: x ** 4 of an int at
+    the cap had 32,000,001 bits)."""
+    calls = fast[3]
+    pow_ = SMALL_POWER[0]
+    assert (pow_(3, 2), pow_(1.5, 2), pow_(2j, 2), pow_(-7, 3), pow_(2**30, 4)) == (9, 2.25, -4 + 0j, -343, 2**120)
+    assert calls == []
+    for a in (2**31, 1 << 8_000_000, True, [1], "s"):
+        assert pow_(a, 2) == ("slow", "pow")
+    assert [c[0] for c in calls] == ["pow"] * 5

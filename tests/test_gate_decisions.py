@@ -347,12 +347,14 @@ def test_small_results_of_constants_stay_as_written(run):
     assert r.ok and r.stdout == "True 1000 0.5 True 12 True (-2+2j) 1 1\n", r
 
 
-@pytest.mark.xfail(strict=True, reason="open: _cheap_binop lets 'x ** k' with a constant 0 <= k <= 4 through "
-                   "ungated, so an integer at the cap grows fourfold per step: (1 << 8_000_000) ** 4 has 32,000,001 "
-                   "bits (docs/mutation.md, run 2)")
 def test_a_small_constant_power_of_an_integer_at_the_cap_is_refused(run):
+    """x ** k with a small constant k went ungated: (1 << 8_000_000) ** 4 had 32,000,001 bits, and x = x ** 4 in a
+    loop grows without bound, each step one C multiplication (mutation run 2). Now the pow gate (C fast path for
+    floats, complex numbers and small ints)."""
     r = run("x = 1 << 8_000_000\ny = x ** 4")
     assert _refused(r, "limit", "SizeDenied"), r
+    r = run("x = 3\nf = 1.5\nprint(x ** 2, f ** 2, (2j) ** 2, x ** 0, (1 << 100) ** 2 == 1 << 200)")
+    assert r.ok and r.stdout == "9 2.25 (-4+0j) 1 True\n", r
 
 
 def test_a_non_constant_power_past_the_integer_cap_is_refused(run):
