@@ -174,7 +174,6 @@ class Rewriter(ast.NodeTransformer):
         self._function_depth = 0
         self._hoisted: list[list] = []       # class-pattern stand-ins, per enclosing match
         self._match_classes = 0
-        self._in_class_body = False
         # parameters of the function being rewritten whose own-instance check is made once, at entry:
         # name -> [flag name, uses]; empty in nested scopes (lambdas, comprehensions, classes)
         self._entry_checked: dict = {}
@@ -187,7 +186,7 @@ class Rewriter(ast.NodeTransformer):
         exc.set_line(getattr(node, "lineno", None))
         raise exc
 
-    def _check_name(self, name: str | None, node, *, binding: bool = False) -> None:
+    def _check_name(self, name: str | None, node, *, binding: bool) -> None:
         if name is None:
             return
         if name.startswith(GATE_PREFIX) or name in FORBIDDEN_NAMES or (binding and name in READ_ONLY_NAMES):
@@ -249,7 +248,6 @@ class Rewriter(ast.NodeTransformer):
         for tp in getattr(node, "type_params", None) or []:
             self.visit(tp)
         self._function_depth += 1
-        in_class_body, self._in_class_body = self._in_class_body, False
         outer, self._entry_checked = self._entry_checked, {
             name: [f"{GATE_PREFIX}own_{name}__", 0]
             for name in _never_rebound_parameters(node, self._class_names[-1] if self._class_names else None)}
@@ -258,7 +256,6 @@ class Rewriter(ast.NodeTransformer):
             checked = self._entry_checked
         finally:
             self._function_depth -= 1
-            self._in_class_body = in_class_body
             self._entry_checked = outer
         doc = []
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -305,13 +302,11 @@ class Rewriter(ast.NodeTransformer):
         for tp in getattr(node, "type_params", None) or []:
             self.visit(tp)
         self._class_names.append(node.name)
-        in_class_body, self._in_class_body = self._in_class_body, True
         outer, self._entry_checked = self._entry_checked, {}
         try:
             node.body = self._visit_body(node.body) or [ast.copy_location(ast.Pass(), node)]
         finally:
             self._class_names.pop()
-            self._in_class_body = in_class_body
             self._entry_checked = outer
         return node
 
