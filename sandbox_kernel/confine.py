@@ -334,9 +334,18 @@ def _guard_os(name):
         for i in range(min(2 if two_paths else 1, len(args))):
             args[i] = resolve("." if args[i] is None else args[i])
         kwargs.pop("dir_fd", None)
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        if name == "open" and type(result) is int:
+            _CELL_DESCRIPTORS.add(result)   # a file of the working directory: io.open(fd) may take it
+        return result
     guarded.__name__ = name
     return guarded
+
+
+# Descriptors the confinement opened while cells ran (os.open of a working-directory path). A descriptor number is
+# otherwise the host's: FileIO(3) of a leaked raw class read the host's open files and wrote its log (review 12,
+# R12-3; review 13, R13-3). A number closed and reused by the host stays here: it names a file the cell could open.
+_CELL_DESCRIPTORS: set = set()
 
 
 
@@ -498,8 +507,13 @@ def _audit(event, args):
         return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, 0))[:3]
-        if isinstance(path, int) or path is None:
-            return   # an already open descriptor (os.fdopen): opening it was checked
+        if path is None:
+            return
+        if isinstance(path, int):
+            if path not in _CELL_DESCRIPTORS:
+                fs.refuse_operation(f"opening file descriptor {int(path)}", "a descriptor the cell did not open is "
+                                    "the host's (its files, its sockets, its log)")
+            return   # a descriptor os.open gave for a working-directory path: opening it was checked
         writes = bool((flags or 0) & _WRITE_FLAGS) or (isinstance(mode, str) and any(c in mode for c in "wax+"))
         fs.check_path(path, writes)
         return
@@ -858,7 +872,33 @@ def install() -> None:
     socket.getaddrinfo = _guarded_getaddrinfo
     _guard_pathlib_accessor()
     _guard_fork_exec()
+    _guard_thread_start()
     _installed = True
+
+
+def _guard_thread_start() -> None:
+    """No thread starts while a cell runs. A library's pool (pandas' parallel read_csv, mode.max_threads) ran the
+    cell's converters on threads that outlived the cell unconfined (a library callable wrote a file outside after
+    the time limit), where the gates find no engine, and whose shutdown, cut by the time limit, freed parsers
+    still in use (a segfault): review 13, R13-1, R13-3, R13-4. threading starts every thread through one module
+    function, looked up when called; _thread's own functions are replaced too."""
+    import _thread
+
+    def refusing(original):
+        def start(*args, **kwargs):
+            fs = _confinement()
+            if fs is not None:
+                fs.refuse_operation("starting a thread", "a thread would outlive the cell's limits and confinement "
+                                    "(pandas: leave mode.max_threads at its default)")
+            return original(*args, **kwargs)
+        start.__name__ = getattr(original, "__name__", "start")
+        return start
+    for name in ("_start_new_thread", "_start_joinable_thread"):   # 3.10-3.12; 3.13
+        if hasattr(threading, name):
+            setattr(threading, name, refusing(getattr(threading, name)))
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, refusing(getattr(_thread, name)))
 
 
 def _guard_fork_exec() -> None:

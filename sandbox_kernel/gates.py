@@ -264,7 +264,11 @@ class _SandboxTypeMeta(type):
             if issubclass(result, type):
                 return SandboxType
             gates = CURRENT_GATES.get()
-            if gates is not None and result not in gates._classes_handed_out:
+            if gates is None:
+                # no engine on this thread (not the cell's): nothing to decide with, so nothing is handed out
+                # (a library's pool thread got the raw _io.FileIO: review 13, R13-3)
+                raise genuine(BuiltinDenied(f"type() of a {result.__name__} object", "no sandbox engine here"))
+            if result not in gates._classes_handed_out:
                 gates.class_handed_out_by_type(result)
             return result
         raise genuine(BuiltinDenied("type() with three arguments", "classes are made with the class statement"))

@@ -1088,6 +1088,56 @@ def _guard_numpy_constructor(np) -> bool:
     return True
 
 
+def _serial_pandas_reads() -> None:
+    """pandas 3.1 parses a CSV of 5 MB or more on a thread pool (its default: one thread a CPU); no thread starts while
+    a cell runs (confine._guard_thread_start, review 13), so while a cell runs pandas is told one worker: the serial
+    reader, the same frame. Its one function that decides the count is replaced (read at each call)."""
+    readers = sys.modules.get("pandas.io.parsers.readers")
+    original = getattr(readers, "_default_n_workers", None)
+    if original is None or getattr(original, "__st_serial__", False):
+        return
+
+    def _default_n_workers():
+        return 1 if cell_is_running() else original()
+    _default_n_workers.__st_serial__ = True
+    readers._default_n_workers = _default_n_workers
+
+
+def _normalise_wrapped_indices(np) -> None:
+    """take/put/choose with mode='wrap' bring an index into range by adding or subtracting the length one step at a
+    time, in a C loop that holds the GIL and looks at no signal: np.take(np.arange(4), [10**17], mode='wrap') has
+    years of work left (review 13, R13-2). ndarray's three methods (every route: np.take, np.put, np.choose,
+    a.take, the class's) are replaced for the process: while a cell runs, wrapped indices are reduced modulo the
+    length first, in one vectorised step, which is what the loop computes."""
+    if _numpyguard is None or getattr(np.ndarray.take, "__st_wrapped__", False):
+        return
+    originals = {name: getattr(np.ndarray, name) for name in ("take", "put", "choose")}
+    # (keywords, never positions: numpy reads a positional out=None of choose as an output array of objects)
+
+    def reduced(indices, n):
+        return np.mod(np.asarray(indices, dtype=np.intp), n) if n > 0 else indices
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        if mode == "wrap" and cell_is_running():
+            shape = np.ndarray.shape.__get__(self)
+            n = int(np.prod(shape)) if axis is None else shape[axis] if shape else 1
+            indices = reduced(indices, n)
+        return originals["take"](self, indices, axis=axis, out=out, mode=mode)
+
+    def put(self, indices, values, mode="raise"):
+        if mode == "wrap" and cell_is_running():
+            indices = reduced(indices, int(np.ndarray.size.__get__(self)))
+        return originals["put"](self, indices, values, mode=mode)
+
+    def choose(self, choices, out=None, mode="raise"):
+        if mode == "wrap" and cell_is_running():
+            self = reduced(self, len(choices))
+        return originals["choose"](self, choices, out=out, mode=mode)
+    for fn in (take, put, choose):
+        fn.__doc__, fn.__st_wrapped__ = originals[fn.__name__].__doc__, True
+        _numpyguard.replace_class_attribute(np.ndarray, fn.__name__, runtime_callable(fn))
+
+
 def _charge_deque_concatenation() -> None:
     """`d += it` on a bounded deque consumes `it` in C and keeps nothing (review 11, R11-6): deque's in-place
     concatenation slot asks, while a cell runs, for what to consume, charged like d.extend(it) (_numpyguard)."""
@@ -2235,9 +2285,11 @@ def register_library_guards() -> None:
     _close_string_lookups()
     _guard_pandas_plot_backend()
     route_native_file_io()
+    _serial_pandas_reads()
     np = sys.modules.get("numpy")
     if np is not None:
         _charge_correlation(np)
+        _normalise_wrapped_indices(np)
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)
         CALL_GUARDS.update(guards)

@@ -370,3 +370,19 @@ def test_small_convolutions_and_key_derivations_still_work(run):
             "np.correlate([1, 2, 3], [0, 1, 0.5]).tolist(), len(hashlib.pbkdf2_hmac('sha256', b'p', b's', 1000)), "
             "len(hashlib.pbkdf2_hmac('sha1', b'p', b's', 10, dklen=50)))")
     assert r.ok and r.stdout == "[0.0, 1.0, 2.5, 4.0, 1.5] [3.5] 32 50\n", r
+
+
+@pytest.mark.parametrize("cell, expected", [
+    ("x = np.take(a, [10**17, -10**17 - 1], mode='wrap').tolist()", [0, 3]),
+    ("x = a.take([10**17 + 2], mode='wrap').tolist()", [2]),
+    ("b = a.copy()\nnp.put(b, [10**17 + 1], 9, mode='wrap')\nx = b.tolist()", [0, 9, 2, 3]),
+    ("x = np.choose(np.array([10**17 + 1, 10**17]), [[0, 1], [10, 11]], mode='wrap').tolist()", [10, 1]),
+])
+def test_wrapped_indices_are_reduced_before_numpys_loop(cell, expected):
+    """R13-2: mode='wrap' brought an index into range one subtraction of len(a) at a time in C, holding the GIL:
+    np.take(np.arange(4), [10**17], mode='wrap') ran past its 1 s limit for a minute (years of work left). The index
+    is reduced first, in one vectorised step, so the cell ends at once with numpy's own answer."""
+    result = run_cell_in_child(f"import numpy as np\na = np.arange(4)\n{cell}\nok = x == {expected!r}\n",
+                               limits=dict(TIGHT, timeout=30.0), ns=("ok",), report=("status", "ename"),
+                               timeout=GIVE_UP)
+    assert result["status"] == "ok" and result["ok"], (cell, result)
