@@ -1337,7 +1337,8 @@ def _add_raw_protocol_provider(cls) -> None:
 
 def _numpy_raw_protocol_providers(np) -> None:
     """numpy's DummyArray: as_strided (and so sliding_window_view) hangs an interface dict on one, built
-    from an array numpy holds (never from a cell's dict: as_strided itself is denied by policy)."""
+    from an array numpy holds (never from a cell's dict: as_strided itself is denied by policy, and the class a
+    cell can reach refuses to construct: _guard_raw_description)."""
     for name in ("numpy.lib._stride_tricks_impl", "numpy.lib.stride_tricks"):
         dummy = getattr(sys.modules.get(name), "DummyArray", None)
         if isinstance(dummy, type):
@@ -1436,10 +1437,25 @@ def _guard_numpy_iterator(fn, gates):
     return runtime_callable(iterator)
 
 
+def _guard_raw_description(fn, gates):
+    """numpy's DummyArray is trusted to answer the raw protocols from its own __dict__ (the one provider that does):
+    a cell that reached the class (type(sliding_window_view(x, 2).base)) made one over any address and read and
+    wrote memory through np.asarray (review 14, R14-1). Only numpy's as_strided makes them: the class a cell
+    receives refuses to construct."""
+    def construct(make, *args, **kwargs):
+        gates.deny(CallDenied("numpy's DummyArray", "its instances describe raw memory numpy trusts; only "
+                              "numpy's own as_strided makes them"))
+    return _stand_in_class(fn, construct)
+
+
 def _numpy_guards(np) -> dict:
     _numpy_raw_protocol_providers(np)
     guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function,
               np.nditer: _guard_numpy_iterator, np.nested_iters: _guard_numpy_iterator}
+    for name in ("numpy.lib._stride_tricks_impl", "numpy.lib.stride_tricks"):
+        dummy = getattr(sys.modules.get(name), "DummyArray", None)
+        if isinstance(dummy, type):
+            guards[dummy] = _guard_raw_description
     # np.random.set_state is the process-wide RandomState's bound method (the host draws from it too)
     guards[np.random.set_state] = lambda fn, gates: runtime_callable(
         lambda state, *a, **k: fn(checked_random_state(state), *a, **k))
@@ -2178,6 +2194,9 @@ def _validate_categorical_codes() -> None:
 
     def from_codes(cls, codes, *args, **kwargs):
         if cell_is_running():
+            # pandas keeps the codes array it is given: the cell's own, which it could change after the check
+            # (review 14, R14-2: codes past the categories, read without a bounds check)
+            codes = sys.modules["numpy"].array(codes, copy=True)
             if len(args) >= 4:   # (categories, ordered, dtype, validate)
                 args = args[:3] + (True,) + args[4:]
             else:
@@ -2189,6 +2208,40 @@ def _validate_categorical_codes() -> None:
         original.__doc__, original.__name__, original.__qualname__
     setattr(cls, "from_codes", classmethod(from_codes))
     _KEEP.append(original)
+
+
+def _copy_multiindex_codes() -> None:
+    """MultiIndex keeps the codes arrays it is given (read-only, but a view the cell took before stays writable):
+    codes changed after the check index the levels in C without bounds (review 14, R14-3: heap words read, and over
+    an object level, read as object pointers). While a cell runs the constructor and set_codes get copies."""
+    cls = getattr(sys.modules.get("pandas.core.indexes.multi"), "MultiIndex", None)
+    new = getattr(cls, "__dict__", {}).get("__new__")
+    if not isinstance(new, staticmethod) or getattr(new.__func__, "__st_copies__", False):
+        return
+    np = sys.modules["numpy"]
+    original_new, original_set = new.__func__, cls.__dict__["set_codes"]
+
+    def copied(codes):
+        if codes is None or not cell_is_running():
+            return codes
+        if isinstance(codes, np.ndarray):
+            return codes.copy()
+        items = list(codes)
+        if items and all(np.isscalar(c) for c in items):   # one level's codes (set_codes(..., level=0))
+            return np.array(items)
+        return [np.array(c, copy=True) for c in items]
+
+    def __new__(cls, levels=None, codes=None, *args, **kwargs):
+        return original_new(cls, levels, copied(codes), *args, **kwargs)
+
+    def set_codes(self, codes, **kwargs):
+        return original_set(self, copied(codes), **kwargs)
+    for fn, original in ((__new__, original_new), (set_codes, original_set)):
+        fn.__doc__, fn.__qualname__, fn.__st_copies__ = original.__doc__, original.__qualname__, True
+        runtime_callable(fn)
+    setattr(cls, "__new__", staticmethod(__new__))
+    setattr(cls, "set_codes", set_codes)
+    _KEEP.extend((original_new, original_set))
 
 
 # C and Fortran code that calls a function with an array over its own work memory, which it frees when it
@@ -2262,6 +2315,8 @@ def register_library_guards() -> None:
     _route_pandas_evaluator()
     _hash_object_keys_from_a_copy()
     _validate_categorical_codes()
+    if "pandas.core.indexes.multi" in sys.modules:
+        _copy_multiindex_codes()
     for module, name, position in (("scipy.io.wavfile", "read", 1), ("scipy.io._netcdf", "netcdf_file", 2)):
         reader = getattr(sys.modules.get(module), name, None)
         if reader is not None and reader not in CALL_GUARDS:

@@ -729,3 +729,74 @@ def test_deepcopy_memo_plants_no_index_arrays():
     result = run_reporting(DEEPCOPY_MEMO, ns=("typeptr", "bytes_written"), timeout=120)
     assert "crashed" not in result, result
     assert not result["typeptr"] and not result["bytes_written"], json.dumps(result)
+
+
+# -- review 14, R14-2 / R14-3: codes the cell still holds ------------------------------------------------------------
+# pandas kept the codes array it was given (Categorical.from_codes validated it once; MultiIndex marked it read-only,
+# but a view taken before stayed writable): codes written after the check indexed the categories/levels in C without
+# bounds. While a cell runs both get copies.
+
+_R14_LIMITS = {"timeout": 20.0, "ticks": 10**8, "memory_mb": 1024}
+_R14_CATEGORICAL = r"""
+import pandas as pd, numpy as np
+codes = np.array([0, 1, 0, 1], dtype=np.int8)
+c = pd.Categorical.from_codes(codes, categories=[1.5, 2.5])   # validated here, but codes is kept, not copied
+codes[:] = [100, 110, 120, 127]                                # now past the 2 categories
+try:
+    got = np.asarray(c)
+    leaked = not all(v in (1.5, 2.5) or v != v for v in got.tolist())   # anything but a category or NaN
+except Exception:
+    leaked = False
+"""
+
+
+_R14_MULTIINDEX_FLOAT = r"""
+import pandas as pd, numpy as np
+codes = np.array([0, 1], dtype=np.int8)
+alias = codes[:]                                   # a view taken before pandas marks `codes` read-only
+mi = pd.MultiIndex(levels=[[1.5, 2.5]], codes=[codes])
+alias[:] = [100, 120]
+try:
+    got = [t[0] for t in list(mi)]
+    leaked = not all(v in (1.5, 2.5) or v != v for v in got)
+except Exception:
+    leaked = False
+"""
+
+MULTIINDEX_OBJECT_CELL = r"""
+import pandas as pd, numpy as np
+codes = np.array([0, 1], dtype=np.int8)
+alias = codes[:]
+mi = pd.MultiIndex(levels=[np.array(["a", "b"], dtype=object)], codes=[codes])
+alias[:] = [100, 120]
+try:
+    got = [t[0] for t in list(mi)]                 # heap words taken as object pointers
+    forged = not all(v in ("a", "b") or v != v for v in got)
+except Exception:
+    forged = False
+"""
+
+
+_R14_MULTIINDEX_OBJECT = r"""
+import pandas as pd, numpy as np
+codes = np.array([0, 1], dtype=np.int8)
+alias = codes[:]
+mi = pd.MultiIndex(levels=[np.array(["a", "b"], dtype=object)], codes=[codes])
+alias[:] = [100, 120]
+try:
+    got = [t[0] for t in list(mi)]                 # heap words taken as object pointers
+    forged = not all(v in ("a", "b") or v != v for v in got)
+except Exception:
+    forged = False
+"""
+
+
+
+
+@pytest.mark.parametrize("cell, flag", [("_R14_CATEGORICAL", "leaked"), ("_R14_MULTIINDEX_FLOAT", "leaked"),
+                                        ("_R14_MULTIINDEX_OBJECT", "forged")])
+def test_codes_the_cell_still_holds_are_not_the_ones_pandas_indexes_by(cell, flag):
+    from childcell import run_cell_in_child
+
+    result = run_cell_in_child(globals()[cell], limits=_R14_LIMITS, ns=(flag,), timeout=120, hard_exit=True)
+    assert "crashed" not in result and not result[flag], (cell, result)

@@ -1381,3 +1381,36 @@ r = ll.dgeqrf(300, 300, np.zeros(1), 300, np.zeros(1), np.zeros(1), 300 * 64, 0)
 def test_lapack_lite_sizes_write_no_memory():
     result = run_reporting(LAPACK_LITE, timeout=120)
     assert "crashed" not in result, result
+
+
+# -- review 14, R14-1: numpy's DummyArray made by the cell -----------------------------------------------------------
+# The raw-protocol sink trusts a DummyArray's own __dict__ (numpy's as_strided hangs the interface there); the class
+# was reachable through sliding_window_view(x, n).base, and a cell made one over any address: memory read and written.
+
+_R14_LIMITS = {"timeout": 20.0, "ticks": 10**8, "memory_mb": 1024}
+_DUMMYARRAY_CELL = r'''
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+D = type(sliding_window_view(np.arange(4.0), 2).base)       # numpy.lib._stride_tricks_impl.DummyArray
+def raw(addr, n, typestr='<u1'):
+    return np.asarray(D({'data': (addr, False), 'shape': (n,), 'typestr': typestr, 'version': 3}, base=None))
+buf = bytearray(b'A' * 16)
+hdr = raw(id(buf), 7, '<u8')        # PyByteArrayObject: refcnt, type, size, alloc, ob_bytes, ob_start, exports
+mem = raw(int(hdr[5]), 16)          # the bytearray's storage, by address, writable
+mem[:5] = np.frombuffer(b'PWNED', np.uint8)
+escaped = bytes(buf[:5]) == b'PWNED'
+'''
+
+
+
+
+def test_the_cell_cannot_make_a_raw_memory_description():
+    result = run_cell_in_child(_DUMMYARRAY_CELL, limits=_R14_LIMITS, ns=("escaped",), report=("status", "ename"),
+                               timeout=120, hard_exit=True)
+    assert "crashed" not in result and result.get("status") == "error" and not result["escaped"], result
+
+
+def test_sliding_windows_still_work(run):
+    r = run("import numpy as np\nfrom numpy.lib.stride_tricks import sliding_window_view\n"
+            "print(sliding_window_view(np.arange(5), 3).sum(axis=1).tolist())")
+    assert r.ok and r.stdout == "[3, 6, 9]\n", r
