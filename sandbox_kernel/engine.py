@@ -249,7 +249,7 @@ class Engine:
                 if last is not None:
                     value = self._run_code(last)
                     if value is not None:
-                        data = self._bundle(value, limits)
+                        data = self._bundle(value)
                         self._emit({"type": "result", "data": data, "metadata": {}})
                 self._seed002_result(result_before, limits)
             except BaseException as exc:  # noqa: B902 - everything a cell raises is reported, never re-raised
@@ -430,7 +430,7 @@ class Engine:
             self._text_code[key] = code
         return code
 
-    def _bundle(self, value, limits: Limits) -> dict:
+    def _bundle(self, value) -> dict:
         cap = self._display_bytes
         data = render.bundle(value, self.gates, cap=cap)
         size = len(json.dumps(data))
@@ -447,16 +447,15 @@ class Engine:
 
     def _display(self, *objs, **kwargs):
         """The sandbox's ``display()``; also what ``fig.show()`` calls."""
-        limits = self._limits
         for obj in objs:
-            self._emit({"type": "display", "data": self._bundle(obj, limits), "metadata": {}})
+            self._emit({"type": "display", "data": self._bundle(obj), "metadata": {}})
 
     def _display_as(self, obj, display_id, update=False):
         """A display with an id, or (update) the replacement of the earlier displays with that id
         (IPython.display's display_id / DisplayHandle.update). The kernel checks the id."""
         if type(display_id) is not str:
             raise TypeError(f"a display id is a str, not {type(display_id).__name__}")
-        self._emit({"type": "display", "data": self._bundle(obj, self._limits), "metadata": {},
+        self._emit({"type": "display", "data": self._bundle(obj), "metadata": {},
                     "transient": {"display_id": display_id[:200]}, "update": bool(update)})
 
     def _clear_output(self, wait=False):

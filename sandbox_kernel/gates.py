@@ -1469,7 +1469,7 @@ class Gates:
         return mul
 
     def make_fast_gates(self):
-        """``(mul, mod, ownattr, contains)`` for this engine: see fast_gates."""
+        """``(mul, mod, ownattr, contains, pow)`` for this engine: see fast_gates."""
         return fast_gates(self.make_mul(), self.mod, self.getattr, OWN_CLASSES, self.contains, self.small_power)
 
     def make_cached_gates(self):
@@ -3065,9 +3065,10 @@ _PLAIN_CONTAINERS = frozenset({dict, set, frozenset, str, list, tuple, bytes, ty
 
 
 def fast_gates(slow_mul, slow_mod, slow_getattr, own, slow_contains, slow_pow, *, use_c=True):
-    """The three hottest gates with their no-policy fast paths first: a float or two small ints for
-    ``*``, a number on the left of ``%`` (arithmetic, never a format), an instance of a class in
-    ``own`` for an attribute the rewriter already found plain. Anything else goes to the slow gate.
+    """The hottest gates with their no-policy fast paths first: a float or two small ints for ``*``, a number on
+    the left of ``%`` (arithmetic, never a format), an instance of a class in ``own`` for an attribute the
+    rewriter already found plain, a builtin container for ``in``, a float, complex or small int raised to a
+    small constant power. Anything else goes to the slow gate.
     In C when sandbox_kernel._fastgates was compiled; else the same decisions in Python."""
     if use_c and _fastgates is not None:
         fast = _fastgates.FastGates(slow_mul, slow_mod, slow_getattr, own, slow_contains, slow_pow)

@@ -1339,11 +1339,18 @@ def _numpy_raw_protocol_providers(np) -> None:
     """numpy's DummyArray: as_strided (and so sliding_window_view) hangs an interface dict on one, built
     from an array numpy holds (never from a cell's dict: as_strided itself is denied by policy, and the class a
     cell can reach refuses to construct: _guard_raw_description)."""
+    dummy = _dummy_array_class()
+    if dummy is not None:
+        _add_raw_protocol_provider(dummy)
+
+
+def _dummy_array_class():
+    """numpy's DummyArray class (numpy 2 keeps it in _stride_tricks_impl, numpy 1 in stride_tricks), or None."""
     for name in ("numpy.lib._stride_tricks_impl", "numpy.lib.stride_tricks"):
         dummy = getattr(sys.modules.get(name), "DummyArray", None)
         if isinstance(dummy, type):
-            _add_raw_protocol_provider(dummy)
-            return
+            return dummy
+    return None
 
 
 _install_raw_protocol_sink()
@@ -1452,10 +1459,9 @@ def _numpy_guards(np) -> dict:
     _numpy_raw_protocol_providers(np)
     guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function,
               np.nditer: _guard_numpy_iterator, np.nested_iters: _guard_numpy_iterator}
-    for name in ("numpy.lib._stride_tricks_impl", "numpy.lib.stride_tricks"):
-        dummy = getattr(sys.modules.get(name), "DummyArray", None)
-        if isinstance(dummy, type):
-            guards[dummy] = _guard_raw_description
+    dummy = _dummy_array_class()
+    if dummy is not None:
+        guards[dummy] = _guard_raw_description
     # np.random.set_state is the process-wide RandomState's bound method (the host draws from it too)
     guards[np.random.set_state] = lambda fn, gates: runtime_callable(
         lambda state, *a, **k: fn(checked_random_state(state), *a, **k))
@@ -1662,10 +1668,10 @@ class _PandasOptions:
     def _slots_now(self):
         config = sys.modules["pandas._config.config"]
         key = (len(config._registered_options), id(config._global_config))
+        if self._key is not None and key[1] != self._key[1]:
+            self._sections = {}   # pandas made a new tree (reloaded): record it afresh
+        self._relink(config)
         if key != self._key:
-            if self._key is not None and key[1] != self._key[1]:
-                self._sections = {}   # pandas made a new tree (reloaded): record it afresh
-            self._relink(config)
             options, roots, leaves = [], [], []
             for option in list(config._registered_options):
                 path = tuple(option.split("."))
@@ -1675,8 +1681,6 @@ class _PandasOptions:
                     roots.append(root)
                     leaves.append(path[-1])
             self._slots, self._key = (tuple(options), tuple(roots), tuple(leaves)), key
-        else:
-            self._relink(config)
         return self._slots
 
     def _section(self, config, path):

@@ -690,6 +690,10 @@ class CellOutput:
 
     def clear(self) -> bool:
         """Whether a clear_output of the cell may be published: each is a message, counted like a display."""
+        return self._display_message()
+
+    def _display_message(self) -> bool:
+        """Counts one display message of the cell; False past MAX_DISPLAYS (dropped, reported at finish)."""
         if self.displays >= self.MAX_DISPLAYS:
             self.displays_dropped += 1
             self.displays_dropped_total += 1
@@ -708,11 +712,8 @@ class CellOutput:
         """Filtered (data, metadata), or None when nothing publishable is left."""
         if not isinstance(data, dict):
             return None
-        if self.displays >= self.MAX_DISPLAYS:
-            self.displays_dropped += 1
-            self.displays_dropped_total += 1
+        if not self._display_message():
             return None
-        self.displays += 1
         clean: dict = {}
         over = None
         text = data.get("text/plain")

@@ -750,47 +750,24 @@ except Exception:
 """
 
 
-_R14_MULTIINDEX_FLOAT = r"""
+# A view taken before pandas marks `codes` read-only, codes past the level written through it; over an object
+# level the words read past the level are taken as object pointers.
+_R14_MULTIINDEX = r"""
 import pandas as pd, numpy as np
 codes = np.array([0, 1], dtype=np.int8)
-alias = codes[:]                                   # a view taken before pandas marks `codes` read-only
-mi = pd.MultiIndex(levels=[[1.5, 2.5]], codes=[codes])
+alias = codes[:]
+mi = pd.MultiIndex(levels=[LEVEL], codes=[codes])
 alias[:] = [100, 120]
 try:
     got = [t[0] for t in list(mi)]
-    leaked = not all(v in (1.5, 2.5) or v != v for v in got)
+    FLAG = not all(v in VALUES or v != v for v in got)
 except Exception:
-    leaked = False
+    FLAG = False
 """
-
-MULTIINDEX_OBJECT_CELL = r"""
-import pandas as pd, numpy as np
-codes = np.array([0, 1], dtype=np.int8)
-alias = codes[:]
-mi = pd.MultiIndex(levels=[np.array(["a", "b"], dtype=object)], codes=[codes])
-alias[:] = [100, 120]
-try:
-    got = [t[0] for t in list(mi)]                 # heap words taken as object pointers
-    forged = not all(v in ("a", "b") or v != v for v in got)
-except Exception:
-    forged = False
-"""
-
-
-_R14_MULTIINDEX_OBJECT = r"""
-import pandas as pd, numpy as np
-codes = np.array([0, 1], dtype=np.int8)
-alias = codes[:]
-mi = pd.MultiIndex(levels=[np.array(["a", "b"], dtype=object)], codes=[codes])
-alias[:] = [100, 120]
-try:
-    got = [t[0] for t in list(mi)]                 # heap words taken as object pointers
-    forged = not all(v in ("a", "b") or v != v for v in got)
-except Exception:
-    forged = False
-"""
-
-
+_R14_MULTIINDEX_FLOAT = (_R14_MULTIINDEX.replace("LEVEL", "[1.5, 2.5]").replace("VALUES", "(1.5, 2.5)")
+                         .replace("FLAG", "leaked"))
+_R14_MULTIINDEX_OBJECT = (_R14_MULTIINDEX.replace("LEVEL", 'np.array(["a", "b"], dtype=object)')
+                          .replace("VALUES", '("a", "b")').replace("FLAG", "forged"))
 
 
 @pytest.mark.parametrize("cell, flag", [("_R14_CATEGORICAL", "leaked"), ("_R14_MULTIINDEX_FLOAT", "leaked"),
