@@ -169,3 +169,27 @@ def pytest_terminal_summary(terminalreporter, config):
     if report.exists() and report.stat().st_mtime >= getattr(config, "_sandbox_started", 0):
         terminalreporter.write_sep("-", "generated attacks: coverage of the security core")
         terminalreporter.write_line(report.read_text().rstrip())
+    _write_file_times(terminalreporter)
+
+
+def pytest_runtest_logreport(report):
+    """Adds each phase's time to its test file's total (on the controller, which sees every worker's
+    reports), for the per-file table below: a slow CI machine says which files it was slow in."""
+    totals = _FILE_SECONDS
+    path = report.nodeid.split("::", 1)[0]
+    totals[path] = totals.get(path, 0.0) + getattr(report, "duration", 0.0)
+
+
+_FILE_SECONDS: dict = {}
+
+
+def _write_file_times(terminalreporter):
+    if not _FILE_SECONDS:
+        return
+    ranked = sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])
+    import time
+    total = sum(_FILE_SECONDS.values())
+    wall = time.time() - getattr(terminalreporter.config, "_sandbox_started", time.time())
+    terminalreporter.write_sep("-", f"time per test file (tests: {total:.0f} s over all workers; wall: {wall:.0f} s)")
+    for path, seconds in ranked[:25]:
+        terminalreporter.write_line(f"{seconds:8.1f}s  {path}")

@@ -358,7 +358,7 @@ for i in range(20):
     x.me = x
     del x
 n = 0
-while not got and n < 3 * 10**6:   # the cell runs on while a kernel thread collects the cycles
+while not got and n < 10**6:   # the cell runs on while a kernel thread collects the cycles
     n += 1
 print(got)
 """
@@ -371,10 +371,10 @@ def test_a_cell_finalizer_collected_on_a_kernel_thread_during_the_cell_is_confin
     marker = outside / "pwned-by-kernel-thread-finalizer"
     stop = threading.Event()
 
-    def collect():
+    def collect():   # a full collection every 20 ms: often enough to meet the cell, rarely enough not to starve it
         while not stop.is_set():
             gc.collect()
-            stop.wait(0.001)
+            stop.wait(0.02)
 
     collector = threading.Thread(target=collect, daemon=True)
     collector.start()
