@@ -1845,7 +1845,21 @@ class Gates:
         return stand_in
 
     def build_class(self, func, name, *bases, **kwargs):
-        """The class statement: bases and metaclass are checked, the class is recorded as the sandbox's."""
+        """The class statement: bases and metaclass are checked, the class is recorded as the sandbox's.
+
+        The class body's namespace is where its code looks up the runtime's own names first, so it must
+        be made by a metaclass the sandbox trusts. CPython takes type(base) as the metaclass of a base
+        that is not a class (``class X(P()):`` made a cell's ``P.__prepare__`` the maker of the body's
+        namespace, which answered the runtime's names: review 15, R15-5). So the bases are resolved
+        (``__mro_entries__``) exactly once here, each must then be a class, and the body runs in the one
+        namespace _PreparedClass hands over (a second resolution or ``__prepare__`` could answer
+        differently)."""
+        resolved = types.resolve_bases(bases)
+        for b in resolved:
+            if not _is_class(b):
+                self.deny(BuiltinDenied(f"a base that is a {_type_name(type(b))} object",
+                                        "a class's bases must be classes"))
+        bases_given, bases = bases, resolved
         for b in bases:
             if b is SandboxType or (_is_class(b) and issubclass(b, type)):
                 self.deny(BuiltinDenied("a subclass of type", "metaclasses cannot be defined in the sandbox"))
@@ -1860,7 +1874,10 @@ class Gates:
         elif meta is not None and meta not in ALLOWED_METACLASSES:
             self.deny(BuiltinDenied(f"metaclass {getattr(meta, '__name__', '?')}",
                                     "only abc.ABCMeta and enum metaclasses can be used"))
-        cls = _host_builtins.__build_class__(func, name, *bases, **kwargs)
+        meta = kwargs.pop("metaclass", None)
+        prepared = _PreparedClass(_most_derived_metaclass(meta if meta is not None else type, bases), name, bases,
+                                  bases_given, kwargs, self)
+        cls = _host_builtins.__build_class__(func, name, *bases, metaclass=prepared, **kwargs)
         if _is_class(cls):
             if not CLASS_SINK_IN_C:   # else type's constructor has already decided (check_new_class)
                 # a metaclass written in Python went through type.__new__, which checked the namespace before its
@@ -1882,6 +1899,46 @@ class Gates:
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
+
+
+def _most_derived_metaclass(meta, bases):
+    """The metaclass CPython's class statement would use: the most derived of ``meta`` and the bases' own."""
+    winner = meta
+    for base in bases:
+        candidate = type(base)
+        if issubclass(winner, candidate):
+            continue
+        if issubclass(candidate, winner):
+            winner = candidate
+            continue
+        raise genuine(TypeError("metaclass conflict: the metaclass of a derived class must be a (non-strict) "
+                                "subclass of the metaclasses of all its bases"))
+    return winner
+
+
+class _PreparedClass:
+    """What build_class hands ``__build_class__`` as the metaclass: not a class, so CPython neither resolves
+    the bases nor chooses a metaclass again; it returns the one namespace prepared here (a dict made by the
+    trusted metaclass, never a cell's mapping) and then calls the real metaclass, as CPython would, with the
+    ``__orig_bases__`` CPython records when ``__mro_entries__`` changed the bases."""
+
+    __slots__ = ("_meta", "_namespace", "_bases_given", "_changed")
+
+    def __init__(self, meta, name, bases, bases_given, kwargs, gates):
+        namespace = meta.__prepare__(name, bases, **kwargs)
+        if not isinstance(namespace, dict) or any(is_sandbox_class(k) for k in type(namespace).__mro__):
+            gates.deny(BuiltinDenied(f"a class namespace of type {_type_name(type(namespace))}",
+                                     "a class body runs in a dictionary"))
+        self._meta, self._namespace = meta, namespace
+        self._bases_given, self._changed = bases_given, bases_given != bases
+
+    def __prepare__(self, name, bases, **kwargs):
+        return self._namespace
+
+    def __call__(self, name, bases, namespace, **kwargs):
+        if self._changed:
+            namespace["__orig_bases__"] = self._bases_given
+        return self._meta(name, bases, namespace, **kwargs)
 
 
 # -- the class-creation sink ---------------------------------------------------------------------------------

@@ -230,3 +230,115 @@ def test_enum_and_abc_new_cannot_make_classes(run):
                 "X = type.__new__(type, 'X', (), {})"):
         r = run(src)
         assert not r.ok and r.error_name == "AttributeDenied", r
+
+
+# From review 15 (docs/reviews.md, "Review 15").
+# --- R15-5 (full): a base that is not a class chose the class body's namespace --------------------------------
+# CPython takes type(base) as the metaclass of a base that is an instance, so a cell class's __prepare__ made the
+# namespace in which the class body looks up the runtime's own names first: answering the own-instance check
+# with "yes" made every attribute read in the body raw (glob.os.environ, sys.modules, confinement switched off).
+
+PREPARED_NAMESPACE = """\
+import glob
+class ALL:
+    def __contains__(self, x):
+        return True
+class NS:
+    def __init__(self):
+        self.d = {}
+    def __getitem__(self, k):
+        if k == "__st_own__":
+            return ALL()
+        return self.d[k]
+    def __setitem__(self, k, v):
+        self.d[k] = v
+class P:
+    def __prepare__(name, bases):
+        return NS()
+    def __init__(self, *a):
+        self.a = a
+"""
+
+MRO_ENTRIES_NAMESPACE = """\
+import glob
+class ALL:
+    def __contains__(self, x):
+        return True
+class NS(dict):
+    def __missing__(self, k):
+        if k == "__st_own__":
+            return ALL()
+        raise KeyError(k)
+class P:
+    def __prepare__(name, bases):
+        return NS()
+    def __init__(self, *a):
+        self.a = a
+class Q:
+    def __mro_entries__(self, bases):
+        return (P(),)
+"""
+
+ENV_SECRET = "R15-ENV-SECRET-7731"
+SECRET_IN_THE_ENVIRONMENT = f"""\
+import os
+os.environ["SANDBOX_TEST_R15_SECRET"] = {ENV_SECRET!r}
+def probe_host(report):
+    report["leaked"] = {ENV_SECRET!r} in repr(eng.namespace.get("got"))
+"""
+
+
+@pytest.mark.parametrize("prelude, base", [(PREPARED_NAMESPACE, "P()"), (MRO_ENTRIES_NAMESPACE, "Q()")],
+                         ids=["instance_base", "mro_entries"])
+def test_a_base_that_is_not_a_class_cannot_choose_the_class_namespace(prelude, base):
+    cell = prelude + f"got = None\nclass X({base}):\n    got = glob.os.environ['SANDBOX_TEST_R15_SECRET']\n"
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), probe=SECRET_IN_THE_ENVIRONMENT,
+                               hard_exit=True)
+    assert result.get("leaked") is False, result
+    assert result["ename"] == "BuiltinDenied" and "bases must be classes" in result["evalue"], result
+
+
+def test_a_prepared_namespace_cannot_switch_confinement_off(outside):
+    marker = outside / "pwned-by-prepared-namespace"
+    cell = PREPARED_NAMESPACE + (
+        "class X(P()):\n"
+        "    c = glob.sys.modules['sandbox_kernel.confine']\n"
+        "    c._ACTIVE[0] = None\n"
+        "    c._FS.set(None)\n"
+        f"    glob.os.system('id > {marker}')\n")
+    result = run_cell_in_child(cell, report=("status", "ename", "evalue"), hard_exit=True)
+    assert not marker.exists(), result
+    assert result["ename"] == "BuiltinDenied", result
+
+
+def test_a_prepared_namespace_cannot_read_a_host_module(host_secret):
+    cell = PREPARED_NAMESPACE + "got = None\nclass X(P()):\n    got = glob.sys.modules['sandbox_test_host_secret'].SECRET\n"
+    probe = ("import sys, types\nm = types.ModuleType('sandbox_test_host_secret'); m.SECRET = 'R15-MODULE-SECRET'\n"
+             "sys.modules[m.__name__] = m\n"
+             "def probe_host(report):\n    report['leaked'] = 'R15-MODULE-SECRET' in repr(eng.namespace.get('got'))\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=probe, hard_exit=True)
+    assert result.get("leaked") is False and result["ename"] == "BuiltinDenied", result
+
+
+def test_classes_whose_bases_resolve_through_mro_entries_still_work(run):
+    r = run("from typing import Generic, TypeVar, NamedTuple, TypedDict\n"
+            "T = TypeVar('T')\n"
+            "class G(Generic[T]):\n    pass\n"
+            "class NT(NamedTuple):\n    x: int\n    y: str = 'a'\n"
+            "class TD(TypedDict):\n    a: int\n"
+            "class Q:\n    def __mro_entries__(self, bases):\n        return (dict,)\n"
+            "class Z(Q()):\n    pass\n"
+            "print(G[int], NT(1), TD(a=1), Z(a=1), issubclass(Z, dict))")
+    assert r.ok, r
+    assert r.stdout == "__main__.G[int] NT(x=1, y='a') {'a': 1} {'a': 1} True\n", r.stdout
+
+
+def test_a_class_namespace_made_by_a_library_metaclass_still_works(run):
+    r = run("import enum, abc\n"
+            "class E(enum.Enum):\n    A = 1\n    B = 2\n"
+            "class F(enum.IntFlag):\n    R = 1\n    W = 2\n"
+            "class A(abc.ABC):\n    @abc.abstractmethod\n    def f(self): ...\n"
+            "class B(A):\n    def f(self):\n        return 5\n"
+            "print(list(E), F.R | F.W, B().f())")
+    assert r.ok, r
+    assert r.stdout.endswith(" 5\n") and "E.A" in r.stdout, r.stdout
