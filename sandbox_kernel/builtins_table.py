@@ -264,8 +264,8 @@ def make_builtins(engine) -> dict:
         "__st_unpacked__": gates.unpacked,
         "__st_starred_rows__": gates.starred_rows,
         "__st_tick__": engine.budget._builtins.get("__st_tick__"),
-        "__st_entered__": engine.budget.entered,
-        "__st_entered_async__": engine.budget.entered_async,
+        "__st_entered__": gates.entered,
+        "__st_entered_async__": gates.entered_async,
     })
     table["__st_mul__"], table["__st_mod__"], table["__st_ownattr__"], table["__st_contains__"], \
         table["__st_pow__"] = gates.make_fast_gates()

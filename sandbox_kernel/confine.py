@@ -13,8 +13,10 @@ import _io
 import builtins
 import contextvars
 import gc
+import inspect
 import io
 import os
+import re
 import socket
 import sys
 import threading
@@ -960,6 +962,42 @@ _HIGHS_FILE_OPTIONS = {"log_file": True, "solution_file": True, "write_basis_fil
                        "write_presolved_model_file": True, "read_basis_file": False, "read_solution_file": False}
 
 
+# Qhull's options are a small language read by its C code: 'TI file' reopens the process's stdin on a file and
+# 'TO file' its output, 'TC n' crashed the process, the other T options trace to the host's stderr (review 15:
+# R15-1, R15-4). A cell's options are its geometry options only: the Q options (Qhull checks their values), the
+# precision numbers (C-0, A0.9, E1e-10, R, W, V, U) and Pp.
+_QHULL_OPTION = re.compile(r"Q[A-Za-z0-9:.+-]*|[ACERWVU]-?[0-9.eE+-]*|Pp")
+
+
+def _check_qhull_options(options, fs) -> None:
+    text = options.decode("latin-1") if isinstance(options, (bytes, bytearray)) else options
+    if not isinstance(text, str):
+        return   # Qhull's wrapper refuses it as it would anyway
+    for token in text.split():
+        if not _QHULL_OPTION.fullmatch(token):
+            fs.refuse_operation(f"qhull option {token[:40]!r}",
+                                "only Qhull's geometry options (Q..., C, A, E, R, W, V, U, Pp) are available: "
+                                "its T options open files by name and trace to the host")
+
+
+def _route_qhull_options(cls) -> None:
+    init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
+    if init is None or getattr(init, "__st_routed__", False):
+        return
+    signature = inspect.signature(init)
+
+    def __init__(self, *args, **kwargs):
+        fs = _confinement()
+        if fs is not None:
+            options = signature.bind(self, *args, **kwargs).arguments.get("qhull_options")
+            if options is not None:
+                _check_qhull_options(options, fs)
+        return init(self, *args, **kwargs)
+    __init__.__doc__ = init.__doc__
+    __init__.__st_routed__ = True
+    cls.__init__ = __init__
+
+
 def _route(owner, name, positions=(), keywords=(), writes=True) -> None:
     function = getattr(owner, name, None)
     if function is not None and not getattr(function, "__st_routed__", False):
@@ -988,6 +1026,10 @@ def route_native_file_io() -> None:
             return passes(self, options)
         passOptions.__st_routed__ = True
         highs._Highs.passOptions = passOptions
+    qhull = sys.modules.get("scipy.spatial._qhull")   # Qhull's T options: freopen of stdin, files by name
+    if qhull is not None:
+        for name in ("ConvexHull", "Delaunay", "Voronoi", "HalfspaceIntersection"):
+            _route_qhull_options(getattr(qhull, name, None))
 
 
 # -- who is confined: the cell's thread, and every thread that is not the kernel's own -------------------

@@ -1844,6 +1844,25 @@ class Gates:
         self._match_stand_ins[(cls, keyword_names)] = stand_in
         return stand_in
 
+    def entered(self, manager):
+        """'with m': m's __enter__ and __exit__ are its methods, so an object whose methods the cell may not call
+        (an ungranted library's, a dangerous stdlib module's) is not entered either: an RLock entered by a
+        generator suspended inside the ``with`` stayed held after the cell (numpy's BitGenerator lock: every
+        other thread's np.random blocked; review 15, R15-3). The budget runs the rest (limits.py)."""
+        self._refuse_opaque_manager(manager)
+        return self.budget.entered(manager)
+
+    def entered_async(self, manager):
+        """'async with m': as entered()."""
+        self._refuse_opaque_manager(manager)
+        return self.budget.entered_async(manager)
+
+    def _refuse_opaque_manager(self, manager):
+        cls = type(manager)
+        if self._foreign_class(cls):
+            self.deny(CallDenied(f"'with' on a {_type_name(cls)} object", "objects of libraries the policy does not "
+                                 "grant are opaque: their methods, __enter__ included, cannot be called"))
+
     def build_class(self, func, name, *bases, **kwargs):
         """The class statement: bases and metaclass are checked, the class is recorded as the sandbox's.
 
@@ -1899,6 +1918,31 @@ class Gates:
                     k is object or is_sandbox_class(k) for k in cls.__mro__) and len(OWN_CLASSES) < 100_000:
                 OWN_CLASSES.add(cls)
         return cls
+
+
+def _refuse_opaque_managers_in_exit_stacks():
+    """contextlib's exit stacks enter a manager on the cell's behalf as 'with' does: ExitStack().enter_context(lock)
+    left the lock held after the cell with no generator needed (review 15, R15-3). The same refusal, while a cell
+    runs; outside a cell the stacks are the host's, unchanged."""
+    import contextlib
+
+    def checking(original):
+        @functools.wraps(original)
+        def enter(self, manager, *args, **kwargs):
+            gates = CURRENT_GATES.get()
+            if gates is not None and cell_is_running():
+                gates._refuse_opaque_manager(manager)
+            return original(self, manager, *args, **kwargs)
+        enter.__st_checked__ = True
+        return enter
+    for cls in (contextlib.ExitStack, contextlib.AsyncExitStack):
+        for name in ("enter_context", "enter_async_context"):
+            original = getattr(cls, name, None)
+            if original is not None and not getattr(original, "__st_checked__", False):
+                setattr(cls, name, checking(original))
+
+
+_refuse_opaque_managers_in_exit_stacks()
 
 
 def _most_derived_metaclass(meta, bases):
@@ -2377,7 +2421,8 @@ def check_class_write(cls, name, value):
 
 runtime_callable(check_class_write)
 _resolve_slot_makers()
-_PASS_THROUGH.update((Gates.build_class.__code__, Gates.builtin_setattr.__code__, Gates.augattr.__code__))
+_PASS_THROUGH.update((Gates.build_class.__code__, _PreparedClass.__call__.__code__, Gates.builtin_setattr.__code__,
+                      Gates.augattr.__code__))
 
 
 def _install_class_sink() -> bool:

@@ -1180,6 +1180,34 @@ def _charge_correlation(np) -> None:
         setattr(multiarray, name, runtime_callable(charged))
 
 
+def _charge_dense_linear_algebra(np) -> None:
+    """numpy.linalg's factorisations (eig, svd, inv, solve, qr, lstsq, det, cholesky...) are LAPACK in one C call
+    of about n**3 work that checks no limit (review 15, R15-2: an eig of 1200 x 1200 under a 10**6-tick limit; an
+    svd of 3000 x 3000 ran 39 s past a 1 s limit at level none). numpy.linalg reads each gufunc from
+    _umath_linalg at every call: replaced there, they charge batch x m x n x max(m, n) as ticks first while a
+    cell runs, so a factorisation the budget cannot pay for is refused before it starts."""
+    module = sys.modules.get("numpy.linalg._umath_linalg")
+    if module is None:
+        return
+    for name in [n for n in dir(module) if not n.startswith("_")]:
+        original = getattr(module, name)
+        if not isinstance(original, np.ufunc) or getattr(original, "__st_charged__", False):
+            continue
+
+        def charged(a, *args, _original=original, **kwargs):
+            if cell_is_running():
+                gates = CURRENT_GATES.get()
+                shape = np.shape(a)
+                if gates is not None and gates.budget is not None and len(shape) >= 2:
+                    m, n = int(shape[-2]), int(shape[-1])
+                    work = math.prod(int(d) for d in shape[:-2]) * m * n * max(m, n)
+                    if work > 1000:
+                        gates.budget.charge(work)
+            return _original(a, *args, **kwargs)
+        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
+        setattr(module, name, runtime_callable(charged))
+
+
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'
 # Python for `writeable = True` / `setflags(write=True)`: numpy's broadcast_arrays (when the source is
 # writeable) and pandas' date parsing (an array it has just made). (module, function) of the caller.
@@ -2348,6 +2376,7 @@ def register_library_guards() -> None:
     np = sys.modules.get("numpy")
     if np is not None:
         _charge_correlation(np)
+        _charge_dense_linear_algebra(np)
         _normalise_wrapped_indices(np)
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)

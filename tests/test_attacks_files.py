@@ -404,3 +404,45 @@ def test_files_outside_stay_closed_through_library_readers():
     result = run_cell_in_child(cell, report=("status", "ename", "evalue"), ns=("listed", "got"), hard_exit=True,
                                timeout=120)
     assert result["status"] == "ok" and not result["listed"] and not result["got"], result
+
+
+# From review 15 (docs/reviews.md, "Review 15").
+# --- R15-1, R15-4 (lesser): Qhull's T options -------------------------------------------------------------
+# 'TI file' made Qhull reopen the process's stdin (fd 0) on any path the cell named (and close it when the path
+# did not exist: an existence oracle for host paths); 'TC n' crashed the process. Only the geometry options pass.
+
+STDIN_BEFORE_AND_AFTER = """\
+import os
+def _stdin():
+    try:
+        return os.readlink('/proc/self/fd/0')
+    except OSError:
+        return 'closed'
+_BEFORE = _stdin()
+def probe_host(report):
+    report['stdin_kept'] = _stdin() == _BEFORE
+"""
+
+
+@pytest.mark.parametrize("options", ["TI{outside}/secret.txt", "TI{outside}/missing.txt", "TC2", "Qbb TC3",
+                                     "T1", "QJ TO{outside}/out.txt"])
+def test_qhull_options_that_open_files_or_crash_are_refused(outside, options):
+    (outside / "secret.txt").write_text("2 3\n0 0\n1 0\n0 1\n")
+    opts = options.format(outside=outside)
+    cell = ("import numpy as np, scipy.spatial as sp\npts = np.random.default_rng(4).random((30, 3))\n"
+            f"h = sp.ConvexHull(pts, qhull_options={opts!r})\n")
+    result = run_cell_in_child(cell, report=("status", "ename"), probe=STDIN_BEFORE_AND_AFTER, hard_exit=True)
+    assert "crashed" not in result, result
+    assert result["stdin_kept"] is True and result["ename"] == "OperationDenied", result
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_qhull_geometry_options_still_work(run):
+    r = run("import numpy as np, scipy.spatial as sp\npts = np.random.default_rng(0).random((30, 2))\n"
+            "h = sp.ConvexHull(pts, qhull_options='QJ Pp')\n"
+            "d = sp.Delaunay(pts, qhull_options='Qbb Qc Qz Q12')\n"
+            "v = sp.Voronoi(pts, qhull_options='Qbb Qc Qx')\n"
+            "hs = sp.HalfspaceIntersection(np.array([[-1, 0, 0], [0, -1, 0], [1, 1, -1.0]]), np.array([0.2, 0.2]),"
+            " qhull_options='QbB C-0')\n"
+            "print(len(h.vertices) > 2, d.simplices.shape[1], len(v.vertices) > 0, len(hs.intersections))")
+    assert r.ok and r.stdout == "True 3 True 3\n", r

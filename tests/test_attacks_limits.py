@@ -355,6 +355,11 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
     "import numpy as np\nx = np.correlate(np.ones(2 * 10**4), np.ones(2 * 10**4), 'full')",
     "import numpy as np\nx = np.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
     "import numpy as np\nx = np.polynomial.polynomial.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
+    # R15-2 (review 15): LAPACK factorisations, about n**3 work in one call
+    "import numpy as np\nx = np.linalg.eig(np.random.default_rng(0).random((1200, 1200)))",
+    "import numpy as np\nx = np.linalg.svd(np.ones((3000, 3000)))",
+    "import numpy as np\nx = np.linalg.pinv(np.ones((2000, 1500)))",
+    "import numpy as np\nx = np.linalg.matrix_rank(np.ones((8, 400, 400)))",
 ])
 def test_one_c_call_of_much_work_is_charged_first(cell):
     """R11-7: pbkdf2_hmac's rounds run in C with the GIL released and allocate nothing (a 1 s limit did not
@@ -363,6 +368,14 @@ def test_one_c_call_of_much_work_is_charged_first(cell):
     result = run_cell_in_child(cell + "\nleaked = True\n", limits=dict(TIGHT, ticks=10**6, timeout=60.0),
                                ns=("leaked",), report=("status", "ename"), timeout=GIVE_UP)
     assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], (cell, result)
+
+
+def test_small_factorisations_still_work(run):
+    r = run("import numpy as np\na = np.array([[2.0, 1.0], [1.0, 3.0]])\n"
+            "print(round(float(np.linalg.det(a)), 6), np.linalg.solve(a, [1, 2]).round(3).tolist(), "
+            "sorted(np.linalg.eigvalsh(a).round(3).tolist()), np.linalg.matrix_rank(np.eye(4)), "
+            "np.linalg.svd(np.ones((30, 20)), compute_uv=False).round(3)[0])")
+    assert r.ok and r.stdout == "5.0 [0.2, 0.6] [1.382, 3.618] 4 24.495\n", r
 
 
 def test_small_convolutions_and_key_derivations_still_work(run):

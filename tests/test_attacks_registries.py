@@ -598,3 +598,48 @@ def test_numpys_global_random_state_is_the_engines(run):
     r = run("import numpy as np\nnp.random.seed(12345)\na = np.random.random()\n")
     r2 = run("b = np.random.random()\nnp.random.seed(12345)\nprint(a == first, np.random.random() == a)")
     assert r2.ok and r2.stdout == "True True\n", r2   # the engine's own stream, across its cells
+
+
+# From review 15 (docs/reviews.md, "Review 15").
+# --- R15-3 (lesser): a host lock entered for the cell and held after it ------------------------------------
+# numpy's BitGenerator hands out its lock (an RLock: opaque, its methods refused), but `with lock:` ran its
+# __enter__ all the same, and a generator suspended inside the `with` (or an ExitStack never closed) kept the lock
+# after the cell: every other thread's np.random blocked for good.
+
+LOCK_FREE_FOR_ANOTHER_THREAD = """\
+def probe_host(report):
+    import threading, numpy as np
+    lock = np.random.get_bit_generator().lock
+    got = []
+    def try_it():
+        got.append(lock.acquire(blocking=False))
+        if got[0]:
+            lock.release()
+    t = threading.Thread(target=try_it)
+    t.start()
+    t.join()
+    report['free'] = got[0]
+"""
+
+
+@pytest.mark.parametrize("hold", [
+    "def hold():\n    with lock:\n        yield 1\nit = hold()\nnext(it)",
+    "import contextlib\nstack = contextlib.ExitStack()\nstack.enter_context(lock)",
+])
+def test_a_host_lock_is_not_entered_for_the_cell(hold):
+    cell = "import numpy as np\nlock = np.random.get_bit_generator().lock\n" + hold + "\nentered = True\n"
+    result = run_cell_in_child(cell, report=("status", "ename"), ns=("entered",), probe=LOCK_FREE_FOR_ANOTHER_THREAD,
+                               hard_exit=True)
+    assert result["free"] is True and not result["entered"], result
+
+
+def test_with_on_library_and_cell_managers_still_works(run):
+    r = run("import contextlib, warnings, decimal, numpy as np\n"
+            "with warnings.catch_warnings():\n    warnings.simplefilter('ignore')\n"
+            "with np.errstate(divide='ignore'):\n    x = np.float64(1) / 0\n"
+            "with decimal.localcontext() as c:\n    c.prec = 5\n"
+            "class M:\n    def __enter__(self):\n        return 3\n    def __exit__(self, *a):\n        return False\n"
+            "with contextlib.ExitStack() as s:\n    y = s.enter_context(M())\n"
+            "with open('f.txt', 'w') as f:\n    f.write('ok')\n"
+            "print(x, y, open('f.txt').read())")
+    assert r.ok and r.stdout == "inf 3 ok\n", r
