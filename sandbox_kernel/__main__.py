@@ -25,6 +25,9 @@ def _strip_cwd_from_path() -> None:
 
 def launch(argv: list[str]) -> None:
     _strip_cwd_from_path()
+    # The debugger is off in this kernel (kernel.do_debug_request refuses; kernel_info advertises none), and
+    # debugpy is the largest import of ipykernel's start (about a quarter second here): never loaded.
+    sys.modules.setdefault("debugpy", None)
     from ipykernel.kernelapp import IPKernelApp
 
     from .kernel import SandboxKernel

@@ -522,3 +522,54 @@ def test_a_crash_in_the_very_first_cell_recovers_within_300_ms(tmp_path):
         assert Run(b, "import numpy, pandas, plotly\n'ready'").text() == "'ready'"
     finally:
         b.shutdown()
+
+
+# -- the warm-up: after "ready", while the worker is idle -------------------------------------------------------
+# The worker answers "ready" before it imports numpy, pandas and Plotly, and imports them while no request waits,
+# under the OS layers, with address space held for them (the cell's memory limit is not spent on them). The first
+# cell ends the warm-up; what it left is imported by the cell that uses it.
+
+def _ping(backend) -> dict:
+    value, error = backend._request("ping", {}, 30.0, max_bytes=4096, when="a test's ping")
+    assert error is None, error
+    return value
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_warm_up_finishes_while_idle_and_gives_its_reserve_back(tmp_path, level):
+    b = make_backend(level, _real_policy(), str(tmp_path), spare=False)
+    try:
+        assert b.wait_ready(), b.status()
+        applied = b.status()["os_layers"]["details"]["rlimits"]
+        assert applied["warm_reserve_mb"] == 512, applied
+        for _ in range(600):   # a give-up, not a measure: one ping at a time until the warm-up is done
+            value = _ping(b)
+            if not value["warm_left"]:
+                break
+            time.sleep(0.1)
+        assert value["warm_left"] == [], value
+        # the limit given back: what the worker maps now plus the cell's 512 MB, below the limit set with the reserve
+        assert value["address_space_mb"] < applied["address_space_mb"], (value, applied)
+        r = Run(b, "import numpy as np, pandas as pd, plotly.express as px\nprint(pd.DataFrame({'a': np.arange(3)}).shape)")
+        assert r.ok and r.stdout() == "(3, 1)\n", r.done
+    finally:
+        b.shutdown()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_first_cell_at_once_still_finds_the_data_libraries_importable(tmp_path, level):
+    """The first cell arrives while the warm-up runs (or before it starts): it is answered, and the libraries it
+    left are imported by a later cell within the same limits (the reserve stays while any is left)."""
+    policy = PRESETS["data-science"].with_limits(timeout=30.0, memory_mb=256)
+    b = make_backend(level, policy, str(tmp_path), spare=False)
+    try:
+        first = Run(b, "x = 1 + 1\nprint(x)")
+        assert first.ok and first.stdout() == "2\n", first.done
+        value = _ping(b)
+        if value["warm_left"]:
+            assert b.status()["os_layers"]["details"]["rlimits"]["address_space_mb"] == value["address_space_mb"]
+        r = Run(b, "import numpy as np, pandas as pd, plotly.express as px\n"
+                   "fig = px.line(x=[1, 2, 3], y=[2, 4, 8])\nprint(pd.DataFrame({'a': np.arange(3)}).shape)")
+        assert r.ok and r.stdout() == "(3, 1)\n", r.done
+    finally:
+        b.shutdown()

@@ -177,9 +177,10 @@ def apply_early(record: LayerRecord, *, workdir: str | None, network: bool, extr
 
 
 def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsize_mb=None,
-               nofile=None, cpu_hours=None, max_syscall=None) -> None:
+               nofile=None, cpu_hours=None, max_syscall=None, warm_reserve_mb: int = 0) -> None:
     """``cpu_hours``: the worker's lifetime CPU (rlimits); ``max_syscall``: a lower ceiling than the
-    reviewed one for the system calls the filter lets through (tests)."""
+    reviewed one for the system calls the filter lets through (tests); ``warm_reserve_mb``: address space
+    held for the warm-up imports made after the layers (worker.py)."""
     if record.level == "none":
         return
     kw = {}
@@ -189,6 +190,8 @@ def apply_late(record: LayerRecord, *, memory_mb: int | None, network: bool, fsi
         kw["nofile"] = nofile
     if cpu_hours is not None:
         kw["cpu_hours"] = cpu_hours
+    if warm_reserve_mb:
+        kw["reserve_mb"] = warm_reserve_mb
     record.attempt("rlimits", rlimits.apply, memory_mb=memory_mb, **kw)
     if record.level == "kernel":
         problem = platform_problem()

@@ -70,18 +70,21 @@ def default_cpu_hours() -> float:
 
 
 def apply(*, memory_mb: int | None, fsize_mb: int | None = DEFAULT_FSIZE_MB,
-          nofile: int | None = DEFAULT_NOFILE, cpu_hours: float | None = None) -> dict:
-    """Apply the worker-lifetime limits; return what took effect (for status())."""
+          nofile: int | None = DEFAULT_NOFILE, cpu_hours: float | None = None, reserve_mb: int = 0) -> dict:
+    """Apply the worker-lifetime limits; return what took effect (for status()). ``reserve_mb``: address space
+    held for the warm-up imports that follow (tighten_address_space() gives it back once they are done)."""
     if not available():
         raise OSError("resource limits are not available on this platform")
     applied = {}
     if memory_mb is not None:
         baseline = address_space_bytes()
-        limit = baseline + int(memory_mb) * 1024 * 1024
+        limit = baseline + (int(memory_mb) + int(reserve_mb)) * 1024 * 1024
         soft, _ = _set(resource.RLIMIT_AS, limit)
         applied["address_space_mb"] = soft // (1024 * 1024) if soft != resource.RLIM_INFINITY else None
         applied["baseline_mb"] = baseline // (1024 * 1024)
         applied["memory_mb"] = int(memory_mb)
+        if reserve_mb:
+            applied["warm_reserve_mb"] = int(reserve_mb)
     if fsize_mb is not None:
         _set(resource.RLIMIT_FSIZE, int(fsize_mb) * 1024 * 1024)
         applied["file_size_mb"] = int(fsize_mb)
@@ -95,6 +98,24 @@ def apply(*, memory_mb: int | None, fsize_mb: int | None = DEFAULT_FSIZE_MB,
     _, hard = _set(resource.RLIMIT_CPU, seconds)
     applied["cpu_hours"] = round(hard / 3600, 2) if hard != resource.RLIM_INFINITY else None
     return applied
+
+
+def address_space_limit_mb() -> int | None:
+    """The address-space limit in force, in MB (None: none)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft // (1024 * 1024)
+
+
+def tighten_address_space(memory_mb: int) -> int | None:
+    """The address-space limit lowered to what the process maps now plus memory_mb, if that is lower (a limit
+    only ever goes down); returns the limit in MB, or None when there is none."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    wanted = address_space_bytes() + int(memory_mb) * 1024 * 1024
+    if wanted < soft:
+        soft, _ = _set(resource.RLIMIT_AS, wanted, wanted)
+    return soft // (1024 * 1024)
 
 
 def set_cell_cpu_budget(seconds: float | None) -> None:

@@ -29,6 +29,9 @@ PR_SET_PDEATHSIG = 1
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 # Leave room for the frame header and a note when an event must be cut.
 _EVENT_BUDGET = MAX_EVENT_BYTES - 64 * 1024
+# Address space held for the warm-up imports after the OS layers (numpy, pandas and Plotly map about 180 MB
+# here, most of it numpy's and OpenBLAS's): the cell's memory limit is not spent on them.
+WARM_RESERVE_MB = 512
 # A reply outside a cell (completion, inspection, user_expressions) fits the budget the host states in
 # its request (``max_bytes``), this by default; the host refuses anything larger.
 DEFAULT_REPLY_BYTES = 1024 * 1024
@@ -82,6 +85,8 @@ class Worker:
         self._rid = 0  # the id of the request being served, echoed in everything sent for it
         self._done_budget = _EVENT_BUDGET  # the host's limit for this cell's done (its request says)
         self.protected: dict = {}  # oslayers.protect_process()'s answer, reported in ready
+        self.warm_pending: list = []  # modules start() leaves for warm_while_idle()
+        self._warm_done = False
         self.tasks_fd: int | None = None  # where the host waits for the task listener (level kernel)
 
     # -- sending -------------------------------------------------------------------------------
@@ -165,11 +170,9 @@ class Worker:
         # grammars: 1-7 s) only for its own notebook renderer, which a worker never uses: fig.show() and
         # pio.show() are the sandbox's display. Without this the first cell waits for those seconds.
         sys.modules.setdefault("nbformat", None)
-        for mod in init.get("warm", ()):
-            try:
-                __import__(mod)
-            except Exception:  # noqa: BLE001 - a missing optional library is not fatal
-                pass
+        # The data libraries are imported after "ready", while no request waits (warm_while_idle): a first
+        # cell need not wait for them, and one that imports them finds them loaded or loads them itself.
+        self.warm_pending = [str(m) for m in init.get("warm", ())]
         engine_factory = init.get("engine") or "sandbox_kernel.engine:Engine"
         modname, _, attr = engine_factory.partition(":")
         factory = getattr(__import__(modname, fromlist=[attr]), attr)
@@ -178,7 +181,8 @@ class Worker:
 
         oslayers.apply_late(record, memory_mb=init.get("memory_mb", policy.limits.memory_mb),
                             network=policy.network, fsize_mb=init.get("fsize_mb"), nofile=init.get("nofile"),
-                            cpu_hours=init.get("cpu_hours"), max_syscall=init.get("max_syscall"))
+                            cpu_hours=init.get("cpu_hours"), max_syscall=init.get("max_syscall"),
+                            warm_reserve_mb=WARM_RESERVE_MB if self.warm_pending else 0)
         record.layers["non_dumpable"] = {"active": self.protected.get("dumpable") is False, **self.protected}
         self.memory_mb = init.get("memory_mb", policy.limits.memory_mb)
         self.engine = factory(policy, workdir=workdir["engine"])
@@ -189,6 +193,30 @@ class Worker:
                    "python": sys.version.split()[0],
                    "baseline_mb": round(rlimits.address_space_bytes() / 2 ** 20, 1),
                    "warm_ms": round(warm_ms, 1)})
+
+    def warm_while_idle(self) -> None:
+        """The warm-up imports, one module at a time, for as long as no request waits; the first cell ends the
+        warm-up for good (a module left is imported by the cell that uses it, as any other module is). Done
+        after the OS layers, as a cell's own import would be, outside any cell. The address space held for
+        them is given back once they are all in (the limit becomes what is mapped then plus the cell's
+        memory); a warm-up cut short keeps it, WARM_RESERVE_MB at most, for the imports the cells make."""
+        while self.warm_pending and self.channel.pending() is None:
+            try:
+                __import__(self.warm_pending.pop(0))
+            except Exception:  # noqa: BLE001 - a missing optional library is not fatal
+                pass
+        if self.warm_pending or self._warm_done:
+            return
+        self._warm_done = True
+        if self.memory_mb is not None:
+            from . import rlimits
+            try:
+                rlimits.tighten_address_space(self.memory_mb)
+            except (OSError, ValueError):
+                pass
+
+    def stop_warming(self) -> None:
+        self.warm_pending = []
 
     def _on_interrupt(self, signum, frame):
         if self.running and self.engine is not None:
@@ -231,7 +259,9 @@ class Worker:
             elif op == "reset":
                 value = self.engine.reset()
             elif op == "ping":
-                value = {"pid": os.getpid()}
+                from . import rlimits
+                value = {"pid": os.getpid(), "warm_left": list(self.warm_pending),
+                         "address_space_mb": rlimits.address_space_limit_mb()}
             else:
                 raise ValueError(f"unknown request {op!r}")
             self.send_reply(op, value, budget)
@@ -497,7 +527,10 @@ def main(argv=None) -> int:
             return 3
         _watch_parent(parent)
         while True:
+            worker.warm_while_idle()
             req = channel.recv()
+            if req.get("op") in ("run_cell", "evaluate", "reset"):   # (completion and inspection let it go on)
+                worker.stop_warming()
             try:
                 if not worker.handle(req):
                     return 0
