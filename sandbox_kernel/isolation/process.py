@@ -557,7 +557,9 @@ class WorkerBackend:
         self._watch_stop = threading.Event()
         if start and self._unsupported is None:
             self._active = self._spawn()
-            self._ensure_spare()  # at once by default: even a crash in the first cell recovers instantly
+            # At once by default (even a crash in the first cell recovers instantly), from a thread: the
+            # spawn forks this process (tens of ms), and the kernel answers nothing until this returns.
+            threading.Thread(target=self._ensure_spare, name="sandbox-spare-start", daemon=True).start()
         if self._unsupported is None and self.idle_cpu is not None:
             threading.Thread(target=_watch_idle, args=(weakref.ref(self), self._watch_stop),
                              name="sandbox-idle-watch", daemon=True).start()
