@@ -987,6 +987,9 @@ class Gates:
         if kind == "pad":
             padded = self.padded
             return lambda bound, target: runtime_callable(lambda *a, **k: padded(bound, *a, **k))
+        if kind == "kdtree_pairs":
+            counted = self.counted_pairs
+            return lambda bound, target: runtime_callable(lambda *a, **k: counted(bound, target, *a, **k))
         if kind == "random_state":
             # RandomState.set_state: the positions in the state are checked (guards.checked_random_state)
             checked = _guards.checked_random_state
@@ -1528,6 +1531,19 @@ class Gates:
             if isinstance(a, int) and isinstance(b, int) and a and int.bit_length(a) + int(b) > MAX_INT_BITS:
                 self._too_large(f"shifting an integer left by {int(b):,} bits", _INT_RULE)
         return a, b
+
+    def counted_pairs(self, bound, tree, r, p=2.0, eps=0.0, output_type="set"):
+        """tree.query_pairs(r, ...): scipy's C++ fills a std::vector with every pair in one call, outside
+        Python's allocator, so the memory limit looked only after it (n**2/2 pairs: 2.1 GB under 256 MB,
+        review 9, N9-4). The pairs are counted first (count_neighbors keeps none), out to r * (1 + eps),
+        and a result that cannot fit one step's size is refused before the call."""
+        n = int(tree.n)
+        within = int(tree.count_neighbors(tree, float(r) * (1 + max(0.0, float(eps))), p=p))
+        pairs = max(0, (within - n) // 2)
+        size = pairs * (16 + (16 if output_type == "ndarray" else 120))   # the vector, then the result
+        if size > self.max_bytes:
+            self._too_large(f"cKDTree.query_pairs: {pairs:,} pairs (~{size:,} bytes)")
+        return bound(r, p, eps, output_type)
 
     def _check_repeat(self, seq, count):
         if count > 0:

@@ -2391,6 +2391,12 @@ def register_library_guards() -> None:
         CALL_GUARDS[pio.write_html] = _guard_auto_open
         CALL_GUARDS[pio.to_html] = _guard_auto_open
         _KEEP.extend((pio.show, pio.write_html, pio.to_html))
+    ckdtree = sys.modules.get("scipy.spatial._ckdtree")   # query_pairs: counted first (N9-4)
+    if ckdtree is not None:
+        add_stand_in_kind("kdtree_pairs", ckdtree.cKDTree, ("query_pairs",))
+        kdtree = sys.modules.get("scipy.spatial._kdtree")
+        if kdtree is not None:
+            add_stand_in_kind("kdtree_pairs", kdtree.KDTree, ("query_pairs",))
     figure = getattr(sys.modules.get("plotly.basedatatypes"), "BaseFigure", None)
     if figure is not None:
         add_stand_in_kind("plotly_show", figure, ("show",))

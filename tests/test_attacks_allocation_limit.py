@@ -96,17 +96,27 @@ def test_scrypt_work_memory_is_bounded_by_the_memory_limit():
 
 
 # From review 9 (docs/reviews.md, "Review 9").
-# --- N9-4 (lesser, open): C++ allocations inside one library call ----------------------------------------------
+# --- N9-4 (lesser): C++ allocations inside one library call -----------------------------------------------------
+# cKDTree.query_pairs filled a C++ std::vector (operator new, not Python's raw allocator) with n**2/2 pairs in one C
+# call: 2.1 GB resident under a 256 MB limit before the limit looked. The pairs are counted first (count_neighbors
+# keeps none) and a result that cannot fit is refused before the call, read from the instance or the class, and
+# through scipy's Python KDTree.
 
-@pytest.mark.xfail(strict=True, reason="FINDING N9-4 (lesser, open): cKDTree.query_pairs fills a C++ std::vector "
-                   "(operator new, not Python's raw allocator) with n**2/2 pairs in one C call: 2.1 GB resident "
-                   "under a 256 MB limit before the limit fires after the call (at level kernel RLIMIT_AS bounds it)")
-def test_kdtree_pairs_meet_the_memory_limit():
-    cell = ("import numpy as np\nfrom scipy.spatial import cKDTree\n"
-            "p = cKDTree(np.zeros((12000, 2))).query_pairs(1.0, output_type='ndarray')\n")
+@pytest.mark.parametrize("call", ["cKDTree(np.zeros((12000, 2))).query_pairs(1.0, output_type='ndarray')",
+                                  "cKDTree.query_pairs(cKDTree(np.zeros((12000, 2))), 1.0)",
+                                  "KDTree(np.zeros((12000, 2))).query_pairs(0.5, eps=1.0)"])
+def test_kdtree_pairs_meet_the_memory_limit(call):
+    cell = f"import numpy as np\nfrom scipy.spatial import cKDTree, KDTree\np = {call}\n"
     result = run_cell_in_child(cell, limits={"timeout": 30.0, "ticks": 10**8, "memory_mb": 256},
                                report=("status", "ename", "evalue"), hard_exit=True, timeout=120,
                                probe=MAXRSS_BEFORE + "def probe_host(report):\n" + "\n".join("    " + l for l in MAXRSS.splitlines()))
     assert "crashed" not in result, result
-    assert result["ename"] == "MemoryLimitExceeded", result
+    assert result["ename"] == "SizeDenied" and "query_pairs" in result["evalue"], result
     assert result["maxrss_mb"] < 1024, result   # the limit's 256 MB plus the interpreter and libraries
+
+
+def test_kdtree_pairs_that_fit_are_found(run):
+    r = run("import numpy as np\nfrom scipy.spatial import cKDTree, KDTree\n"
+            "pts = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.05, 5.0]])\n"
+            "print(sorted(cKDTree(pts).query_pairs(0.2)), KDTree(pts).query_pairs(0.2, output_type='ndarray').tolist())")
+    assert r.ok and r.stdout == "[(0, 1), (2, 3)] [[0, 1], [2, 3]]\n", r
