@@ -59,7 +59,8 @@ TESTS = {
                     "tests/test_attacks_names.py", "tests/test_attacks_special_methods.py"],
     "guards.py": ["tests/test_gate_decisions.py", "tests/test_attacks_standins.py", "tests/test_attacks_sizes.py",
                   "tests/test_attacks_builtins.py", "tests/test_engine_core.py"],
-    "confine.py": ["tests/test_gate_decisions.py", "tests/test_attacks_confinement.py", "tests/test_attacks_files.py",
+    "confine.py": ["tests/test_confine_decisions.py", "tests/test_attacks_package_programs.py",
+                   "tests/test_gate_decisions.py", "tests/test_attacks_confinement.py", "tests/test_attacks_files.py",
                    "tests/test_engine_core.py"],
 }
 # Test files taken from the working tree rather than HEAD (this run's own, possibly not yet committed).
