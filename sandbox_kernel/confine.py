@@ -650,7 +650,15 @@ def _builtin_signature_name(frame, event) -> bool:
     if outer is None or gates is None:
         return outer is not None
     obj = outer.f_locals.get("obj")
-    return not (gates.is_sandbox_class(type(obj)) or gates.is_sandbox_class(obj) or gates.is_sandbox_function(obj))
+    if gates.is_sandbox_class(type(obj)) or gates.is_sandbox_class(obj) or gates.is_sandbox_function(obj):
+        return False
+    # a builtin's text signature comes from its C docstring; one in an object's own dict was put there (a
+    # staticmethod or lru_cache wrapper given the cell's by functools' copies: review 16, R16-2, R16-11)
+    try:
+        own = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return True
+    return not (isinstance(own, dict) and "__text_signature__" in own)
 
 
 def _always(frame, event) -> bool:

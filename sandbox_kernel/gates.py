@@ -161,21 +161,26 @@ OWN_CLASSES.update(_PURE_DATA)
 _RUNTIME_BOUND: set = set()   # bound methods of the runtime (they have no __dict__ to mark)
 
 
+_RUNTIME_CALLABLES: "weakref.WeakSet" = weakref.WeakSet()
+
+
 def runtime_callable(fn):
-    """Mark a function of ours as one a cell may hold and pass around. (A mark in the function's own
-    dict: cells can neither read nor write dunders of functions they did not define.)"""
+    """Register a function of ours as one a cell may hold and pass around. By identity, never by a mark in
+    the function's dict, and without functools.wraps' __wrapped__ (the raw function it stands in for): a
+    cell copies a function's dict onto its own (functools.update_wrapper, singledispatch), and the marks
+    and the link came along (review 16, R16-4, R16-12, R16-13)."""
     try:
-        fn.__dict__["__st_runtime__"] = True
-    except AttributeError:
+        _RUNTIME_CALLABLES.add(fn)
+    except TypeError:
         _RUNTIME_BOUND.add(fn)
+    namespace = getattr(fn, "__dict__", None)
+    if type(namespace) is dict:
+        namespace.pop("__wrapped__", None)
     return fn
 
 
 def _is_runtime_callable(fn) -> bool:
-    d = getattr(fn, "__dict__", None)
-    if type(d) is dict and d.get("__st_runtime__") is True:
-        return True
-    return _member(fn, _RUNTIME_BOUND)
+    return _member(fn, _RUNTIME_CALLABLES) or _member(fn, _RUNTIME_BOUND)
 
 
 def _member(value, container) -> bool:
@@ -1294,6 +1299,9 @@ class Gates:
                                       "modules are read-only in the sandbox"))
         if t in _INTERNAL_TYPES or n in _WRITE_NEVER:
             self.deny(AttributeDenied(f"'{n}' (write)", "this attribute cannot be changed in the sandbox"))
+        if n in _PANDAS_TYPE_NAMES:
+            self.deny(AttributeDenied(f"'{n}' (write)", "pandas decides what an object is by it and then trusts "
+                                      "its data"))
         if _is_class(obj):
             if not is_sandbox_class(obj):
                 self.deny(AttributeDenied(f"'{n}' of class {_type_name(obj)} (write)",
@@ -1927,6 +1935,8 @@ class Gates:
                 for protocol in _RAW_ARRAY_PROTOCOLS:
                     if protocol not in cls.__dict__:
                         setattr(cls, protocol, _NO_RAW_ARRAY)
+                for name, mark in _LIBRARY_TYPE_NAMES.items():
+                    type.__setattr__(cls, name, mark)
             refuse_raw_protocols_in_hooks(cls)
             if isinstance(cls, abc.ABCMeta):
                 _confine_abc_hooks(cls)
@@ -1943,13 +1953,13 @@ def _refuse_opaque_managers_in_exit_stacks():
     import contextlib
 
     def checking(original):
-        @functools.wraps(original)
         def enter(self, manager, *args, **kwargs):
             gates = CURRENT_GATES.get()
             if gates is not None and cell_is_running():
                 gates._refuse_opaque_manager(manager)
             return original(self, manager, *args, **kwargs)
-        enter.__st_checked__ = True
+        enter.__name__, enter.__qualname__, enter.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        enter.__st_checked__ = True   # (host-side idempotence only: the class is the library's, never the cell's)
         return enter
     for cls in (contextlib.ExitStack, contextlib.AsyncExitStack):
         for name in ("enter_context", "enter_async_context"):
@@ -2018,6 +2028,9 @@ def _class_refusal(bases, namespace, gates):
     Its finalizer, its own or inherited, must be a cell function: the garbage collector runs it after the
     cell, outside the confinement, where a cell function's first tick refuses and a library's
     (netcdf_file.close, io's close on collection) calls whatever the cell hung on the object."""
+    for name in _PANDAS_TYPE_NAMES:
+        if name in namespace and namespace[name] is not _LIBRARY_TYPE_NAMES.get(name):
+            return f"'{name}' in a class", "pandas decides what an object is by it and then trusts its data"
     for name in _CLASS_NAMES_NEVER.intersection(namespace):
         if name in _RAW_ARRAY_PROTOCOLS and hasattr(type(namespace[name]), "__set__") or \
                 name == "__dict__" and type(namespace[name]) is types.GetSetDescriptorType:
@@ -2168,19 +2181,24 @@ def check_new_class(metatype, args, kwds):
     gates = CURRENT_GATES.get()
     maker = _maker_frame(sys._getframe(1))
     # (a module's import makes hundreds of classes: the question that lets them through is asked first)
-    exc = None if made_by_an_import(maker) else \
+    by_import = made_by_an_import(maker)
+    exc = None if by_import else \
         _class_denial(name, bases, namespace, gates, not _makes_its_own_slots(maker, None), maker)
     if exc is not None:
         genuine(exc)
         if gates is not None:
             gates.deny(exc)
         raise exc
+    metaclass = any(isinstance(b, type) and issubclass(b, type) for b in bases)
     hooks = [h for h in ("__getattr__", "__getattribute__")
-             if h in namespace and not getattr(namespace[h], "__st_raw_guard__", False)]
-    if hooks and not any(isinstance(b, type) and issubclass(b, type) for b in bases):   # (not a metaclass's)
+             if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
+    marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items())
+    if hooks and not metaclass or marks:
         namespace = dict(namespace)
-        for hook in hooks:
+        for hook in hooks if not metaclass else ():
             namespace[hook] = _refusing_raw_protocols(namespace[hook])
+        if marks:   # a class made on the cell's behalf answers pandas' type marks from its library base
+            namespace.update(_LIBRARY_TYPE_NAMES)
         return name, bases, namespace
     return args
 
@@ -2247,9 +2265,7 @@ def _harmless_special_method(value, source=frozenset(), wrapped=False) -> bool:
     if t is FunctionType:
         # the runtime's wrappers (ABC hooks that answer only inside a cell, attribute hooks that refuse the raw
         # array protocols): made only from what the class already holds or inherits
-        marks = value.__dict__
-        return marks.get("__st_confined__") is True or marks.get("__st_raw_guard__") is True or \
-            bool(source) and value.__code__ in source
+        return value in _CONFINED_HOOKS or value in _RAW_GUARDS or bool(source) and value.__code__ in source
     if (t is staticmethod or t is classmethod) and not wrapped:
         inner = value.__func__
         return inner is types.GenericAlias or _harmless_special_method(inner, source, wrapped=True)
@@ -2495,13 +2511,16 @@ def guard_metaclasses() -> None:
 # At the end of every cell the caches of the ABCs that took a cell's answers are emptied, so nothing a
 # cell answered outlives it. Registration is restricted in Gates._abc_register.
 _CELL_ABCS: "weakref.WeakSet[type]" = weakref.WeakSet()   # cell ABCs and the library ABCs above them
+# The runtime's own hooks, known by identity (a mark in a function's dict can be copied onto a cell's: R16-12).
+_CONFINED_HOOKS: "weakref.WeakSet" = weakref.WeakSet()
+_RAW_GUARDS: "weakref.WeakSet" = weakref.WeakSet()
 _ABC_HOOKS = ("__subclasshook__", "__subclasscheck__", "__instancecheck__")
 
 
 def _confine_abc_hooks(cls) -> None:
     for name in _ABC_HOOKS:
         raw = cls.__dict__.get(name)
-        if raw is None or getattr(raw, "__st_confined__", False):
+        if raw is None or _member(getattr(raw, "__func__", raw), _CONFINED_HOOKS):
             continue
         wrapper = classmethod if isinstance(raw, classmethod) else staticmethod if isinstance(raw, staticmethod) \
             else None
@@ -2515,7 +2534,7 @@ def _confine_abc_hooks(cls) -> None:
             if __bound:   # (cls, sub): the answer ABCMeta itself gives
                 return getattr(abc.ABCMeta, __name)(args[0], args[-1])
             return False
-        confined.__st_confined__ = True
+        _CONFINED_HOOKS.add(confined)
         runtime_callable(confined)
         type.__setattr__(cls, name, wrapper(confined) if wrapper is not None else confined)
     for k in cls.__mro__:
@@ -2554,6 +2573,33 @@ def _no_raw_array(self):
 # defines takes precedence over the instance dict and answers "absent".
 _RAW_ARRAY_PROTOCOLS = ("__array_interface__", "__array_struct__")
 _NO_RAW_ARRAY = property(_no_raw_array)
+# pandas decides what an object is by these names (getattr(x, '_typ'): extract_array, its ABCs) and then trusts
+# its data in C: a cell class with _typ = 'index' passed as an Index, whose codes Categorical took unchecked
+# (review 16, R16-18). Every class the cell makes answers them from the library class it derives from (a class
+# wholly the cell's has none), with a data descriptor that comes before its instances' dicts; its namespace may
+# not bind them, and its attribute hooks never answer them.
+_PANDAS_TYPE_NAMES = ("_typ", "_subtyp")
+
+
+class _LibraryTypeName:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        owner = type(obj) if owner is None else owner
+        base = next(k for k in type.__dict__["__mro__"].__get__(owner) if not is_sandbox_class(k))
+        return getattr(base, self.name)   # object has none: AttributeError, as for any absent name
+
+    def __set__(self, obj, value):
+        raise AttributeError(f"'{self.name}' is pandas' type mark: a cell's object cannot set it")
+
+    def __delete__(self, obj):
+        raise AttributeError(f"'{self.name}' is pandas' type mark: a cell's object cannot delete it")
+
+
+_LIBRARY_TYPE_NAMES = {name: _LibraryTypeName(name) for name in _PANDAS_TYPE_NAMES}
 
 
 def refuse_raw_protocols_in_hooks(cls) -> None:
@@ -2566,18 +2612,22 @@ def refuse_raw_protocols_in_hooks(cls) -> None:
             if hook in k.__dict__:
                 found = k.__dict__[hook]
                 break
-        if found is None or found is object.__getattribute__ or getattr(found, "__st_raw_guard__", False):
+        if found is None or found is object.__getattribute__ or _member(found, _RAW_GUARDS):
             continue
         type.__setattr__(cls, hook, _refusing_raw_protocols(found))
 
 
 def _refusing_raw_protocols(hook):
-    @functools.wraps(hook)
     def guarded(self, name):
-        if name in _RAW_ARRAY_PROTOCOLS:
+        if name in _RAW_ARRAY_PROTOCOLS or name in _PANDAS_TYPE_NAMES:
             raise AttributeError(name)
         return hook(self, name)
-    guarded.__st_raw_guard__ = True
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(guarded, attribute, getattr(hook, attribute))
+        except (AttributeError, TypeError):
+            pass
+    _RAW_GUARDS.add(guarded)
     return runtime_callable(guarded)
 
 

@@ -572,7 +572,6 @@ def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
             return runtime_callable(apply)
         guarded.__name__ = fn.__name__
         guarded.__doc__ = fn.__doc__
-        guarded.__wrapped__ = fn
         return runtime_callable(guarded)
     return factory
 
@@ -624,10 +623,36 @@ def _guard_abstract_wrapper(cls, gates):
     return _stand_in_class(cls, construct)
 
 
+def _wrapper_names_checked(gates, what, assigned, updated):
+    """functools' own names only: update_wrapper sets each `assigned` name on the wrapper and calls .update()
+    on each `updated` one, by name, in library code, past the gates (assigned=('__code__',) swapped a cell
+    function's bytecode, updated=('__globals__',) merged a dict into the cell's namespace, a staticmethod's
+    __globals__ handed out the real builtins: review 16, R16-3..R16-5, R16-14). Returns them as tuples."""
+    assigned, updated = tuple(assigned), tuple(updated)
+    if not (all(type(n) is str and n in functools.WRAPPER_ASSIGNMENTS for n in assigned) and
+            all(type(n) is str and n in functools.WRAPPER_UPDATES for n in updated)):
+        gates.deny(CallDenied(f"{what} with names of the cell's choosing",
+                              "only functools' own WRAPPER_ASSIGNMENTS and WRAPPER_UPDATES are copied"))
+    return assigned, updated
+
+
+def _guard_update_wrapper(fn, gates):
+    """functools.update_wrapper: the cell's own function as the wrapper (_guard_target_is_sandboxed), and
+    functools' own names (_wrapper_names_checked)."""
+    targeted = _guard_target_is_sandboxed("wrapper")(fn, gates)
+
+    def update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS, updated=functools.WRAPPER_UPDATES):
+        assigned, updated = _wrapper_names_checked(gates, "functools.update_wrapper", assigned, updated)
+        return targeted(wrapper, wrapped, assigned, updated)
+    update_wrapper.__doc__ = fn.__doc__
+    return runtime_callable(update_wrapper)
+
+
 def _guard_wraps(fn, gates):
     """functools.wraps(w) returns a decorator that writes onto the function it decorates."""
-    def wraps(wrapped, *args, **kwargs):
-        decorator = fn(wrapped, *args, **kwargs)
+    def wraps(wrapped, assigned=functools.WRAPPER_ASSIGNMENTS, updated=functools.WRAPPER_UPDATES):
+        assigned, updated = _wrapper_names_checked(gates, "functools.wraps", assigned, updated)
+        decorator = fn(wrapped, assigned, updated)
 
         def apply(wrapper):
             if not is_sandbox_function(wrapper) and not is_sandbox_class(wrapper):
@@ -891,7 +916,7 @@ CALL_GUARDS = {itertools.count: _guard_endless, itertools.cycle: _guard_endless,
                 math.comb: _guard_big_math, math.perm: _guard_big_math,
                 copy.copy: _guard_copy, copy.deepcopy: _guard_copy,
                 functools.wraps: _guard_wraps,
-                functools.update_wrapper: _guard_target_is_sandboxed("wrapper"),
+                functools.update_wrapper: _guard_update_wrapper,
                 functools.total_ordering: _guard_target_is_sandboxed("class"),
                 dataclasses.dataclass: _guard_target_is_sandboxed("class", field_names=True),
                 typing.no_type_check: _guard_target_is_sandboxed("argument"),
