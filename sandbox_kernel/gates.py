@@ -30,6 +30,7 @@ import importlib
 import io
 import operator
 import os
+import random
 import re
 import string
 import sys
@@ -992,6 +993,9 @@ class Gates:
         if kind == "pad":
             padded = self.padded
             return lambda bound, target: runtime_callable(lambda *a, **k: padded(bound, *a, **k))
+        if kind == "random_bits":
+            bits = self.random_bits
+            return lambda bound, target: runtime_callable(lambda k: bits(bound, k))
         if kind == "kdtree_pairs":
             counted = self.counted_pairs
             return lambda bound, target: runtime_callable(lambda *a, **k: counted(bound, target, *a, **k))
@@ -1124,6 +1128,9 @@ class Gates:
                 return types.GenericAlias(origin, value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
             return self.handed_out(value)
+        guard = _guards.CALL_GUARDS.get(value) if _member(value, _guards.CALL_GUARDS) else None
+        if guard is not None:   # a guarded callable of a type the branches above do not know (numpy's dispatchers)
+            return self.guarded(value, guard)
         refusal = self._instance_types.get(t, _UNSEEN)
         if refusal is _UNSEEN:
             refusal = self._instance_types[t] = _instance_refusal(t)
@@ -1539,6 +1546,14 @@ class Gates:
             if isinstance(a, int) and isinstance(b, int) and a and int.bit_length(a) + int(b) > MAX_INT_BITS:
                 self._too_large(f"shifting an integer left by {int(b):,} bits", _INT_RULE)
         return a, b
+
+    def random_bits(self, getrandbits, k):
+        """getrandbits(k) makes a k-bit integer in one C call, past the size every operator keeps integers to
+        (review 16, R16-17: random.getrandbits(10**9))."""
+        bits = operator.index(k)
+        if bits > MAX_INT_BITS:
+            self._too_large(f"random.getrandbits({bits:,})", _INT_RULE)
+        return getrandbits(bits)
 
     def counted_pairs(self, bound, tree, r, p=2.0, eps=0.0, output_type="set"):
         """tree.query_pairs(r, ...): scipy's C++ fills a std::vector with every pair in one call, outside
@@ -2879,6 +2894,8 @@ _install_format_gate()   # before the stand-ins: the cell's own str.format is th
 add_stand_in_kind("format", str, ("format",))
 add_stand_in_kind("format_map", str, ("format_map",))
 add_stand_in_kind("range_walk", range, ("count", "index", "__contains__"))   # 1.5 in a range walks it
+for _cls in (random.Random.__mro__[1], random.SystemRandom):   # _random.Random's C method, SystemRandom's own
+    add_stand_in_kind("random_bits", _cls, ("getrandbits",))
 del _cls, _names
 
 

@@ -55,6 +55,23 @@ from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
 # Functions with a dangerous argument, and endless iterators
 # ------------------------------------------------------------------------------------------------
 
+def _guard_numpy_save(fn, gates):
+    """np.save / np.savez / np.savez_compressed pickle an object array (allow_pickle=True by default): a pickle
+    written for whoever loads it later, with a cell object's __reduce_ex__ in it (review 16, R16-16). Pickles are
+    neither read nor written in the sandbox: allow_pickle is off, so numpy refuses object arrays itself."""
+    positional = 2 if fn.__name__ == "save" else None   # save(file, arr, allow_pickle)
+
+    def save(*args, **kwargs):
+        if kwargs.get("allow_pickle") or positional is not None and len(args) > positional and args[positional]:
+            gates.deny(CallDenied(f"numpy.{fn.__name__}(allow_pickle=True)", "pickles are not written in the sandbox"))
+        if positional is not None and len(args) > positional:
+            args = args[:positional]
+        kwargs["allow_pickle"] = False
+        return fn(*args, **kwargs)
+    save.__name__, save.__doc__ = fn.__name__, fn.__doc__
+    return runtime_callable(save)
+
+
 def _guard_numpy_load(fn, gates):
     @functools.wraps(fn)
     def load(*args, **kwargs):
@@ -944,6 +961,8 @@ if hasattr(typing, "no_type_check_decorator"):
 if hasattr(hashlib, "scrypt"):   # (OpenSSL builds only)
     CALL_GUARDS[hashlib.scrypt] = _guard_scrypt
 CALL_GUARDS[hashlib.pbkdf2_hmac] = lambda fn, gates: _guard_pbkdf2(fn, gates)
+# the module's functions are its hidden Random's bound methods: the same check as the instances' stand-in
+CALL_GUARDS[random.getrandbits] = lambda fn, gates: runtime_callable(lambda k: gates.random_bits(fn, k))
 CALL_GUARDS[operator.contains] = lambda fn, gates: _guard_contains(fn, gates)
 CALL_GUARDS[abc.abstractclassmethod] = _guard_abstract_wrapper
 CALL_GUARDS[abc.abstractstaticmethod] = _guard_abstract_wrapper
@@ -1510,7 +1529,8 @@ def _guard_raw_description(fn, gates):
 
 def _numpy_guards(np) -> dict:
     _numpy_raw_protocol_providers(np)
-    guards = {np.load: _guard_numpy_load, np.frombuffer: _guard_numpy_buffer_function,
+    guards = {np.load: _guard_numpy_load, np.save: _guard_numpy_save, np.savez: _guard_numpy_save,
+              np.savez_compressed: _guard_numpy_save, np.frombuffer: _guard_numpy_buffer_function,
               np.nditer: _guard_numpy_iterator, np.nested_iters: _guard_numpy_iterator}
     dummy = _dummy_array_class()
     if dummy is not None:

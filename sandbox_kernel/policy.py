@@ -279,7 +279,8 @@ ALWAYS_DENIED_MODULES = (
 
 _DATA_OBJECT_DENY = (
     # pickle loading and writing
-    "pandas.read_pickle", "pandas.DataFrame.to_pickle", "pandas.Series.to_pickle",
+    "pandas.read_pickle", "pandas.to_pickle", "pandas.io.pickle.to_pickle", "pandas.DataFrame.to_pickle",
+    "pandas.Series.to_pickle",
     "pandas.core.generic.NDFrame.to_pickle", "numpy.ndarray.dump", "numpy.ndarray.dumps",
     # clipboard (spawns xclip/xsel) and formats read through C-level file access
     "pandas.read_clipboard", "pandas.DataFrame.to_clipboard", "pandas.Series.to_clipboard",

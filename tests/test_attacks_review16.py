@@ -860,14 +860,11 @@ def test_r16_15_gcd_of_big_ints_is_charged():
     assert "finished" not in all_text(rec), rec
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R16-16 (lesser): pickle writing is denied (DataFrame/Series/NDFrame.to_pickle) "
-                   "but pandas.to_pickle(obj, path) writes one; with '__reduce_ex__' put in an own instance's __dict__ the "
-                   "pickle calls np.savetxt(outside, ...) when the operator loads it later (np.save of an object array "
-                   "pickles as well)")
+# R16-16: closed (pandas.to_pickle denied like the methods; numpy's savers never pickle)
 def test_r16_16_pd_to_pickle_writes_a_loaded_later_payload():
     payload = WORK + "/payload16.pkl"
     marker = OUTSIDE + "/pwn_unpickled.txt"
-    for f in (payload, marker):
+    for f in (payload, marker, WORK + "/payload16.npy"):
         if os.path.exists(f):
             os.remove(f)
     rec = run_cells(["""
@@ -882,8 +879,17 @@ def test_r16_16_pd_to_pickle_writes_a_loaded_later_payload():
             pd.to_pickle(p, "payload16.pkl")
         except Exception as e:
             print("refused", type(e).__name__)
+        try:
+            np.save("payload16.npy", np.array([p], dtype=object))
+        except Exception as e:
+            print("refused", type(e).__name__)
+        np.save("honest16.npy", np.arange(3))
+        print("honest", np.load("honest16.npy").tolist())
     """])
     assert "cells" in rec, rec
+    assert "honest [0, 1, 2]" in all_text(rec), all_text(rec)
+    npy = WORK + "/payload16.npy"
+    assert not os.path.exists(npy) or b"savetxt" not in open(npy, "rb").read(), "numpy pickled an object array"
     if os.path.exists(payload):   # what the operator's pd.read_pickle / pickle.load would do later
         subprocess.run([PY, "-c", f"import pickle; pickle.load(open({payload!r}, 'rb'))"], capture_output=True)
     assert not os.path.exists(payload), "the cell wrote a pickle despite the to_pickle denials"
@@ -899,17 +905,22 @@ def test_held_dataframe_interchange_with_fake_buffers_refused():
     assert "HELLO-INTERCHANGE" not in all_text(rec).replace("b\"HELLO-INTERCHANGE-READ!!\"", ""), all_text(rec)
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R16-17 (lesser): the 8M-bit int cap is the gates' (operators, pow, math "
-                   "helpers): random.getrandbits(10**9) makes a 1e9-bit int (and int(Decimal('1e8000000')) a 26M-bit one), "
-                   "which +, ^, >> then keep using; with math.gcd (R16-15) the work on such ints is unbounded")
+# R16-17: closed for getrandbits (module function, instances, SystemRandom: Gates.random_bits); int(Decimal) is R16-9
 def test_r16_17_getrandbits_past_int_cap():
     rec = run_cells([("""
         import random
-        x = random.getrandbits(10**8)
-        print("bits", x.bit_length() > 8 * 2**20)
+        for make in (lambda: random.getrandbits(10**8), lambda: random.Random(1).getrandbits(10**8),
+                     lambda: random.Random.getrandbits(random.SystemRandom(), 10**8)):
+            try:
+                x = make()
+                print("bits", x.bit_length() > 8 * 2**20)
+            except Exception as e:
+                print("refused", type(e).__name__)
+        print("honest", random.getrandbits(64).bit_length() <= 64)
     """, {"timeout": 600.0})])
     assert "cells" in rec, rec
-    assert "bits True" not in all_text(rec), rec
+    assert "bits True" not in all_text(rec) and all_text(rec).count("refused SizeDenied") == 3, rec
+    assert "honest True" in all_text(rec), rec
 
 
 # R16-18: closed (review 16's fixes); the test performs the attack and asserts that it failed

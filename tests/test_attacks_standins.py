@@ -13,6 +13,7 @@ from __future__ import annotations
 import array
 import collections
 import io
+import random
 
 import pytest
 
@@ -24,6 +25,7 @@ EXAMPLES = {
     collections.deque: lambda: collections.deque([1]), collections.OrderedDict: lambda: collections.OrderedDict(a=1),
     collections.Counter: lambda: collections.Counter("ab"), array.array: lambda: array.array("b", [1]),
     io.BytesIO: lambda: io.BytesIO(b"ab"),
+    random.Random.__mro__[1]: lambda: random.Random(1), random.SystemRandom: lambda: random.SystemRandom(),
 }
 
 
@@ -59,7 +61,7 @@ def test_every_stand_in_is_listed_with_an_example(sandbox):
     kinds = {kind for _, _, kind in methods}
     assert {"consume", "consume_first", "consume_init", "join", "pad", "grow_text", "format", "format_map",
             "range_walk", "tolist", "plotly_show", "no_auto_open", "random_state", "object_sort",
-            "kdtree_pairs"} <= kinds, kinds
+            "kdtree_pairs", "random_bits"} <= kinds, kinds
     for cls, _, _ in methods:
         _example(cls)
 
