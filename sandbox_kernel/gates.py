@@ -1974,8 +1974,9 @@ def _refuse_opaque_managers_in_exit_stacks():
                 gates._refuse_opaque_manager(manager)
             return original(self, manager, *args, **kwargs)
         enter.__name__, enter.__qualname__, enter.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        enter.__module__ = original.__module__   # contextlib's method still, as cells and libraries see it
         enter.__st_checked__ = True   # (host-side idempotence only: the class is the library's, never the cell's)
-        return enter
+        return runtime_callable(enter)
     for cls in (contextlib.ExitStack, contextlib.AsyncExitStack):
         for name in ("enter_context", "enter_async_context"):
             original = getattr(cls, name, None)
@@ -2207,7 +2208,9 @@ def check_new_class(metatype, args, kwds):
     metaclass = any(isinstance(b, type) and issubclass(b, type) for b in bases)
     hooks = [h for h in ("__getattr__", "__getattribute__")
              if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
-    marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items())
+    # (not for typing.Protocol classes: a protocol counts every name in its namespace as a member to check)
+    marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items()) \
+        and not any(isinstance(b, type) and b.__dict__.get("_is_protocol") is True for b in bases)
     if hooks and not metaclass or marks:
         namespace = dict(namespace)
         for hook in hooks if not metaclass else ():

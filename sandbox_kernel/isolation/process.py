@@ -399,6 +399,12 @@ class WorkerProcess:
         self.signal(signal.SIGKILL)
         self.wait_exit(5.0)
         self.channel.close()
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        """The private directory goes with the worker that wrote it, once it has exited (also at collection)."""
+        if self.scratch is not None and self.proc.returncode is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def describe_exit(self) -> str | None:
         rc = self.proc.returncode
@@ -1191,6 +1197,7 @@ class WorkerBackend:
                         pass
                     if w.wait_exit(0.5) is not None:
                         w.channel.close()
+                        w._remove_scratch()
                         continue
                 w.kill("shutdown")
             if idle:
