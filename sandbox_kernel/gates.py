@@ -1128,10 +1128,7 @@ class Gates:
                 return types.GenericAlias(origin, value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
             return self.handed_out(value)
-        try:
-            guard = _guards.CALL_GUARDS.get(value)
-        except TypeError:   # an unhashable value
-            guard = None
+        guard = _guards.CALL_GUARDS.get(value) if _member(value, _guards.CALL_GUARDS) else None
         if guard is not None:   # a guarded callable of a type the branches above do not know (numpy's dispatchers)
             return self.guarded(value, guard)
         refusal = self._instance_types.get(t, _UNSEEN)
@@ -2208,15 +2205,15 @@ def check_new_class(metatype, args, kwds):
         if gates is not None:
             gates.deny(exc)
         raise exc
-    metaclass = any(isinstance(b, type) and issubclass(b, type) for b in bases)   # (a metaclass's: left as it is)
-    hooks = [] if metaclass else [h for h in ("__getattr__", "__getattribute__")
-                                  if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
+    metaclass = any(isinstance(b, type) and issubclass(b, type) for b in bases)
+    hooks = [h for h in ("__getattr__", "__getattribute__")
+             if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
     # (not for typing.Protocol classes: a protocol counts every name in its namespace as a member to check)
     marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items()) \
         and not any(isinstance(b, type) and b.__dict__.get("_is_protocol") is True for b in bases)
-    if hooks or marks:
+    if hooks and not metaclass or marks:
         namespace = dict(namespace)
-        for hook in hooks:
+        for hook in hooks if not metaclass else ():
             namespace[hook] = _refusing_raw_protocols(namespace[hook])
         if marks:   # a class made on the cell's behalf answers pandas' type marks from its library base
             namespace.update(_LIBRARY_TYPE_NAMES)

@@ -1218,26 +1218,6 @@ def _same(value):
 _charge_deque_concatenation()
 
 
-def _charge_before(module, name, work) -> None:
-    """module.name replaced by a function that, while a cell runs, charges work(*args) ticks first (when it is
-    more than a thousand), then calls the original: for C functions that do much work in one call and check no
-    limit, where every route reads them from the module at each call."""
-    original = getattr(module, name, None)
-    if original is None or getattr(original, "__st_charged__", False):
-        return
-
-    def charged(*args, **kwargs):
-        if cell_is_running():
-            gates = CURRENT_GATES.get()
-            if gates is not None and gates.budget is not None:
-                units = work(*args)
-                if units > 1000:
-                    gates.budget.charge(units)
-        return original(*args, **kwargs)
-    charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
-    setattr(module, name, runtime_callable(charged))
-
-
 def _charge_correlation(np) -> None:
     """np.convolve and np.correlate (and numpy.polynomial's and scipy.signal's calls of them) do len(a) x len(v)
     multiply-adds in one C call that checks no limit and allocates only its result (review 11, R11-8: two
@@ -1246,7 +1226,19 @@ def _charge_correlation(np) -> None:
     ticks first while a cell runs."""
     multiarray = sys.modules.get("numpy._core.multiarray")
     for name in ("correlate", "correlate2"):
-        _charge_before(multiarray, name, lambda a, v, *rest: int(np.size(a)) * int(np.size(v)))
+        original = getattr(multiarray, name, None)
+        if original is None or getattr(original, "__st_charged__", False):
+            continue
+
+        def charged(a, v, *args, _original=original, **kwargs):
+            if cell_is_running():
+                gates = CURRENT_GATES.get()
+                work = int(np.size(a)) * int(np.size(v))
+                if gates is not None and gates.budget is not None and work > 1000:
+                    gates.budget.charge(work)
+            return _original(a, v, *args, **kwargs)
+        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
+        setattr(multiarray, name, runtime_callable(charged))
 
 
 def _charge_dense_linear_algebra(np) -> None:
@@ -1258,16 +1250,23 @@ def _charge_dense_linear_algebra(np) -> None:
     module = sys.modules.get("numpy.linalg._umath_linalg")
     if module is None:
         return
-
-    def work(a, *rest):
-        shape = np.shape(a)
-        if len(shape) < 2:
-            return 0
-        m, n = int(shape[-2]), int(shape[-1])
-        return math.prod(int(d) for d in shape[:-2]) * m * n * max(m, n)
     for name in [n for n in dir(module) if not n.startswith("_")]:
-        if isinstance(getattr(module, name), np.ufunc):
-            _charge_before(module, name, work)
+        original = getattr(module, name)
+        if not isinstance(original, np.ufunc) or getattr(original, "__st_charged__", False):
+            continue
+
+        def charged(a, *args, _original=original, **kwargs):
+            if cell_is_running():
+                gates = CURRENT_GATES.get()
+                shape = np.shape(a)
+                if gates is not None and gates.budget is not None and len(shape) >= 2:
+                    m, n = int(shape[-2]), int(shape[-1])
+                    work = math.prod(int(d) for d in shape[:-2]) * m * n * max(m, n)
+                    if work > 1000:
+                        gates.budget.charge(work)
+            return _original(a, *args, **kwargs)
+        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
+        setattr(module, name, runtime_callable(charged))
 
 
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'
