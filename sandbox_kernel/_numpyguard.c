@@ -58,6 +58,8 @@
  * or the host calls it, after the cell too; the class-creation sink decides the namespace, and
  * guard_class_writes() decides each later write of such a name (type's setattr slot, its copies in
  * metaclasses, and type.__setattr__'s wrapper) while a cell runs.
+ *
+ * 7. The class-assignment sink: obj.__class__ = C, whoever writes it (guard_class_assignment, below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1110,6 +1112,64 @@ guard_class_writes(PyObject *Py_UNUSED(module), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- the class-assignment sink -------------------------------------------------------------------------
+ * `obj.__class__ = C` keeps the object's state and gives it C's methods: C's constructor never checked that
+ * state. Library code assigns it on the cell's behalf (a dataclass's generated __init__ with a '__class__'
+ * field, copy's slot state restored with setattr: review 17), where no gate of the cell's code looks, and a
+ * cell object became a scipy csr_matrix over indices it chose. Every assignment, however it is written
+ * (obj.__class__ = C, setattr, object.__setattr__), ends in the setter of object's '__class__' descriptor:
+ * guard_class_assignment() replaces that setter with one that, while a cell runs, first asks a Python
+ * check(obj, new_class), which raises to refuse. */
+
+static setter original_set_class = NULL;
+static PyObject *class_assignment_check = NULL;
+
+static int
+checked_set_class(PyObject *obj, PyObject *value, void *closure)
+{
+    PyObject *answer;
+    if (cell_running && class_assignment_check != NULL && value != NULL) {
+        answer = PyObject_CallFunctionObjArgs(class_assignment_check, obj, value, NULL);
+        if (answer == NULL)
+            return -1;
+        Py_DECREF(answer);
+    }
+    return original_set_class(obj, value, closure);
+}
+
+/* guard_class_assignment(check): from now on assigning __class__ asks check(obj, new_class) while a cell runs. */
+static PyObject *
+guard_class_assignment(PyObject *Py_UNUSED(module), PyObject *check)
+{
+    PyObject *namespace, *descriptor;
+    PyGetSetDef *def;
+    if (!PyCallable_Check(check)) {
+        PyErr_SetString(PyExc_TypeError, "guard_class_assignment: check must be callable");
+        return NULL;
+    }
+    namespace = namespace_of(&PyBaseObject_Type);
+    if (namespace == NULL)
+        return NULL;
+    descriptor = PyDict_GetItemString(namespace, "__class__");
+    Py_DECREF(namespace);
+    if (descriptor == NULL || !Py_IS_TYPE(descriptor, &PyGetSetDescr_Type)) {
+        PyErr_SetString(PyExc_TypeError, "guard_class_assignment: object's __class__ is not its own descriptor");
+        return NULL;
+    }
+    def = ((PyGetSetDescrObject *)descriptor)->d_getset;
+    if (original_set_class == NULL) {
+        if (def->set == NULL || def->set == checked_set_class) {
+            PyErr_SetString(PyExc_TypeError, "guard_class_assignment: object's __class__ has no setter to guard");
+            return NULL;
+        }
+        original_set_class = def->set;
+    }
+    Py_INCREF(check);
+    Py_XSETREF(class_assignment_check, check);
+    def->set = checked_set_class;   /* object's getset table is static, writable data of the interpreter */
+    Py_RETURN_NONE;
+}
+
 /* -- in-place concatenation of a bounded container --------------------------------------------------------
  * `d += iterator` on a deque with a maxlen consumes the iterator in C and keeps nothing: neither the tick nor
  * the allocation bound sees it, and no signal is handled (review 11, R11-6). The rewriter leaves `+=` alone (a
@@ -1221,6 +1281,8 @@ static PyMethodDef methods[] = {
      "guard_metaclass(cls): a metaclass that copied type's original constructor or setattr slot gets the checked one"},
     {"guard_class_writes", guard_class_writes, METH_VARARGS,
      "guard_class_writes(check, names): writing one of names on a class asks check(cls, name, value) while a cell runs"},
+    {"guard_class_assignment", guard_class_assignment, METH_O,
+     "guard_class_assignment(check): assigning __class__ asks check(obj, new_class) while a cell runs"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},
     {"replace_class_attribute", replace_class_attribute, METH_VARARGS,
      "replace_class_attribute(cls, name, value) -> previous: a C class's attribute replaced"},
@@ -1251,7 +1313,7 @@ PyInit__numpyguard(void)
     if (m == NULL)
         return NULL;
     /* guards.py takes a build only when its VERSION is the source's: a stale build is refused (fail closed) */
-    if (PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

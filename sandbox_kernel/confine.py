@@ -585,7 +585,7 @@ def _caller_frame(frame, code, depth: int):
     return None
 
 
-def _dataclass_fields_are_identifiers(frame, event) -> bool:
+def _dataclass_fields_are_identifiers(frame, event, args) -> bool:
     """dataclasses builds __init__/__repr__/__eq__... from its fields' names: every name (the annotation
     keys, the fields collected from the bases) must be an exact-str identifier of a real Field."""
     import dataclasses
@@ -602,43 +602,69 @@ def _dataclass_fields_are_identifiers(frame, event) -> bool:
         _identifier(name) and type(f) is dataclasses.Field and _identifier(f.name) for name, f in fields.items())
 
 
-def _scipy_template_is_scipys(frame, event) -> bool:
-    """rv_generic exec()s self._parse_arg_template, which its _construct_argparser builds from validated
-    shape names: refused when a cell class could have supplied the template or skipped the builder."""
-    gates = sys.modules.get("sandbox_kernel.gates")
-    owner = type(frame.f_locals.get("self"))
-    for k in type.__dict__["__mro__"].__get__(owner):
-        if gates is not None and gates.is_sandbox_class(k):
-            namespace = type.__dict__["__dict__"].__get__(k)
-            if any(name in namespace for name in _SCIPY_TEMPLATE_NAMES):
-                return False
-    return True
+def _scipy_template_is_scipys(frame, event, args) -> bool:
+    """rv_generic exec()s self._parse_arg_template, an attribute: whatever put it there (scipy's
+    _construct_argparser, a dataclass field, a cell's __getstate__ restored by copy: review 17), the text must be
+    scipy's own template filled with distinct shape identifiers and scipy's loc/scale arguments, and what runs
+    is the code compiled from that text in the same exec() call."""
+    if event == "compile":
+        vetted = _is_scipy_argparser_text(args[0] if args else None)
+        if vetted:
+            _VETTED_SCIPY_COMPILES.add(id(frame))
+        return vetted
+    if id(frame) not in _VETTED_SCIPY_COMPILES:
+        return False      # a code object exec()'d as it is: never compiled from vetted text
+    _VETTED_SCIPY_COMPILES.discard(id(frame))
+    code = args[0] if args else None
+    return type(code).__name__ == "code" and code.co_filename == "<string>"
 
 
-_SCIPY_TEMPLATE_NAMES = ("_parse_arg_template", "_construct_argparser", "_attach_argparser_methods",
-                         "_attach_methods", "__getattribute__", "__getattr__", "__setstate__", "__dict__")
+_VETTED_SCIPY_COMPILES: set = set()   # frames whose exec() compiled vetted text: its exec event comes next
+_SCIPY_LOC_SCALE = {"loc=0, scale=1": "loc, scale", "loc=0": "loc, 1"}   # rv_continuous's, rv_discrete's
+_SCIPY_FIRST_LINE = re.compile(r"\ndef _parse_args\(self, ((?:[_a-zA-Z][_a-zA-Z0-9]*, )*) (loc=0, scale=1|loc=0)\):\n")
+
+
+def _is_scipy_argparser_text(text) -> bool:
+    module = sys.modules.get("scipy.stats._distn_infrastructure")
+    template = getattr(module, "__dict__", {}).get("parse_arg_template")
+    if type(text) is bytes:
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    if type(template) is not str or type(text) is not str:
+        return False
+    first = _SCIPY_FIRST_LINE.match(text)
+    if first is None:
+        return False
+    shapes = first.group(1).split(", ")[:-1]
+    if not all(map(_identifier, shapes)) or len(set(shapes)) != len(shapes) or \
+            set(shapes) & {"self", "loc", "scale", "size", "moments"}:
+        return False
+    return text == template % {"shape_arg_str": first.group(1), "locscale_in": first.group(2),
+                               "locscale_out": _SCIPY_LOC_SCALE[first.group(2)]}
 
 
 def _names_are_identifiers(*names):
-    def check(frame, event) -> bool:
+    def check(frame, event, args) -> bool:
         local = frame.f_locals
         return all(_identifier(local.get(name)) for name in names)
     return check
 
 
-def _installed_template(frame, event) -> bool:
+def _installed_template(frame, event, args) -> bool:
     """jinja2 compiles a template to Python: only templates that are files of the installation (pandas'
     own html.tpl ...), never text or files a cell chose."""
     filename = frame.f_locals.get("filename")
     return isinstance(filename, str) and os.path.isabs(filename) and _installation_path(filename) is not None
 
 
-def _installed_template_code(frame, event) -> bool:
+def _installed_template_code(frame, event, args) -> bool:
     code = frame.f_locals.get("code")
     return type(code).__name__ == "code" and _installation_path(code.co_filename) is not None
 
 
-def _builtin_signature_name(frame, event) -> bool:
+def _builtin_signature_name(frame, event, args) -> bool:
     """inspect.signature of a builtin evaluates the dotted names in its __text_signature__ defaults
     (sys.maxsize) and keeps constants: the object must be a library's, never a cell's (whose own
     __text_signature__ could name any module's constant)."""
@@ -661,11 +687,11 @@ def _builtin_signature_name(frame, event) -> bool:
     return not (isinstance(own, dict) and "__text_signature__" in own)
 
 
-def _always(frame, event) -> bool:
+def _always(frame, event, args) -> bool:
     return True
 
 
-def _rewritten_tree(frame, event) -> bool:
+def _rewritten_tree(frame, event, args) -> bool:
     """The engine compiles the text of a cell's eval()/exec() after parsing, validating and rewriting it
     like a cell: the rewritten tree, never text."""
     import ast
@@ -673,12 +699,12 @@ def _rewritten_tree(frame, event) -> bool:
     return event == "compile" and isinstance(frame.f_locals.get("tree"), (ast.Module, ast.Expression))
 
 
-def _provided_code(frame, event) -> bool:
+def _provided_code(frame, event, args) -> bool:
     """provided_modules.build runs the one code object it compiled from its own rewritten source."""
     return event == "exec" and frame.f_locals.get("code") is frame.f_globals["_compiled"]()[0]
 
 
-def _compile_only(frame, event) -> bool:
+def _compile_only(frame, event, args) -> bool:
     return event == "compile"
 
 
@@ -701,7 +727,7 @@ _SOURCE_CALLERS_SPEC = (
     ("sandbox_kernel.provided_modules", "_compiled", _rewritten_tree),     # the sandbox's IPython.display
     ("sandbox_kernel.provided_modules", "build", _provided_code),
 )
-_SOURCE_CALLERS: dict = {}       # code object -> check(frame, event)
+_SOURCE_CALLERS: dict = {}       # code object -> check(frame, event, args)
 
 
 def _resolve_code(module, path: str):
@@ -759,7 +785,7 @@ def _source_vetted_for(frame, event, args) -> bool:
         return False      # nothing compiled while a cell runs may pass for the cell's own code
     check = _source_check(frame.f_code)
     if check is not None:
-        return check(frame, event)
+        return check(frame, event, args)
     return _run_by_an_import(frame, event, args)
 
 

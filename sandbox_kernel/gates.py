@@ -142,7 +142,7 @@ _WRITE_NEVER = frozenset({"__class__", "__bases__", "__dict__", "__mro__", "__ba
                           "__builtins__", "__globals__", "__code__", "__closure__", "__defaults__",
                           "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
                           "__match_args__", "__array_interface__", "__array_struct__", "__del__",
-                          "__getattr__"}) | FRAME_ATTRIBUTES
+                          "__getattr__", "__dataclass_fields__", "__dataclass_params__"}) | FRAME_ATTRIBUTES
 _WRITABLE_FUNCTION_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__wrapped__",
                                         "__annotations__"})
 
@@ -207,6 +207,12 @@ def is_sandbox_function(fn) -> bool:
 
 def _structural(cls) -> bool:
     return cls is object or cls.__module__ in _STRUCTURAL_MODULES
+
+
+# Generic aliases, which answer attribute reads from their origin (types.GenericAlias every name but its own,
+# typing's aliases every name that is not a dunder), and the names that are their own.
+_GENERIC_ALIASES = (types.GenericAlias, typing._BaseGenericAlias)
+_GENERIC_ALIAS_OWN_NAMES = frozenset({"__origin__", "__args__", "__parameters__", "__metadata__"})
 
 
 def _wholly_sandboxed(cls) -> bool:
@@ -628,6 +634,10 @@ class Gates:
             self.deny(AttributeDenied(f"'{n}' of a {t.__name__} object", "interpreter internals are hidden"))
         if n in _NAMES_READ_NEVER:
             self.deny(AttributeDenied(f"'{n}'", "frames, code objects and class hierarchies are hidden"))
+        if issubclass(t, _GENERIC_ALIASES) and n not in _GENERIC_ALIAS_OWN_NAMES:
+            # np.ndarray[Any, Any], NDArray, Annotated[np.ndarray, m], Field[int] pass reads on to their origin
+            # class: decided as reads of the origin, its refusals and stand-ins included (review 17, R17-6)
+            return lambda alias: self.getattr(object.__getattribute__(alias, "__origin__"), name)
         is_class = _is_class(obj)
         if t is super:
             return self._decide_super(obj, n)
@@ -2151,6 +2161,9 @@ def _class_denial(name, bases, namespace, gates, special_methods=True, maker=Non
         return BuiltinDenied(*why)
     if special_methods:
         library_bases = [k for b in bases if isinstance(b, type) for k in type.__dict__["__mro__"].__get__(b)]
+        what = _dataclass_namespace_refusal(library_bases, namespace)
+        if what is not None:
+            return BuiltinDenied(*what)
         for key, value in namespace.items():
             exact = _exact_name(key)
             if exact in SPECIAL_METHODS:
@@ -2162,6 +2175,45 @@ def _class_denial(name, bases, namespace, gates, special_methods=True, maker=Non
             if what is not None:
                 return _special_method_denial(name if type(name) is str else "?", what)
     return None
+
+
+# -- dataclass fields ----------------------------------------------------------------------------------------
+# dataclasses writes and reads every field by name in code of its own: the generated __init__ (self.f = f),
+# replace() and asdict() (getattr(obj, f.name)), all past the cell's write and read gates. So a field's name must
+# be one the cell could write on every instance of the class: no dunder (a '__class__' field swapped the class:
+# review 17, R17-4), and on a class with a library base nothing private (an instance's private state may be the
+# library's: rv_continuous's _parse_arg_template, R17-2b) and nothing a library base defines (ndarray's ctypes,
+# R17-1). The fields of a cell's class are the ones dataclass() collected from it and its bases, so a class may
+# not bring its own __dataclass_fields__ (a borrowed table named any attribute), and a class with a library base
+# may not inherit a cell dataclass's fields that would break the rule for it.
+
+_DATACLASS_TABLES = ("__dataclass_fields__", "__dataclass_params__")
+
+
+def dataclass_field_refusal(mro, names):
+    """(what, why) when dataclass fields named names may not exist on a class with this MRO, else None."""
+    library = [k for k in mro if not (is_sandbox_class(k) or _structural(k))]
+    for name in names:
+        exact = _exact_name(name)
+        if exact is None or not exact.isidentifier() or exact.startswith("__") and exact.endswith("__"):
+            return (f"a dataclass field named {str(exact or name)[:40]!r}",
+                    "dataclasses writes and reads fields by name past the sandbox's gates: a field is a plain "
+                    "identifier, not a special name")
+        if library and (exact.startswith("_") or _library_defines(library, exact)):
+            return (f"a dataclass field named {exact!r} on a subclass of {_type_name(library[0])}",
+                    "dataclasses writes and reads fields by name past the sandbox's gates: on a class with a "
+                    "library base a field may not be private nor take a name the library's class defines")
+    return None
+
+
+def _dataclass_namespace_refusal(mro, namespace):
+    if any(table in namespace for table in _DATACLASS_TABLES):
+        return ("'__dataclass_fields__' in a class", "only dataclass() makes a class's table of fields")
+    if not any(not (is_sandbox_class(k) or _structural(k)) for k in mro):
+        return None
+    inherited = [name for k in mro if is_sandbox_class(k)
+                 for name in type.__dict__["__dict__"].__get__(k).get("__dataclass_fields__", ())]
+    return dataclass_field_refusal(mro, inherited) if inherited else None
 
 
 def _library_defines(mro, name) -> bool:
@@ -2211,10 +2263,13 @@ def check_new_class(metatype, args, kwds):
     # (not for typing.Protocol classes: a protocol counts every name in its namespace as a member to check)
     marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items()) \
         and not any(isinstance(b, type) and b.__dict__.get("_is_protocol") is True for b in bases)
-    if hooks and not metaclass or marks:
+    keys = [k for k in _KEY_METHODS if is_sandbox_function(namespace.get(k))] if not metaclass else []
+    if hooks and not metaclass or marks or keys:
         namespace = dict(namespace)
         for hook in hooks if not metaclass else ():
             namespace[hook] = _refusing_raw_protocols(namespace[hook])
+        for key in keys:
+            namespace[key] = _confined_key_method(key, namespace[key])
         if marks:   # a class made on the cell's behalf answers pandas' type marks from its library base
             namespace.update(_LIBRARY_TYPE_NAMES)
         return name, bases, namespace
@@ -2472,6 +2527,33 @@ def check_class_write(cls, name, value):
 
 
 runtime_callable(check_class_write)
+
+
+def check_class_assignment(obj, new_class):
+    """object's __class__ setter asks this while a cell runs (_numpyguard.guard_class_assignment): whoever
+    writes it (the cell, a dataclass's generated __init__, copy's slot state), an object the cell made keeps
+    its class, and nothing becomes a cell's class or the runtime's (its refusals). A library moving its own
+    object between its own classes (numpy.ma's masked constant, scipy's splines) is left alone."""
+    if not cell_is_running():
+        return None
+    old = type(obj)
+    if not any(is_sandbox_class(k) or _runtime_class(k) for k in (old, new_class)):
+        return None
+    exc = genuine(AttributeDenied(f"'__class__' of {_type_name(obj)} (write)",
+                                  "an object keeps the class it was made with: the new class's constructor never "
+                                  "checked the state it would get"))
+    gates = CURRENT_GATES.get()
+    if gates is not None:
+        gates.deny(exc)
+    raise exc
+
+
+def _runtime_class(cls) -> bool:
+    module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
+    return type(module) is str and (module == "sandbox_kernel" or module.startswith("sandbox_kernel."))
+
+
+runtime_callable(check_class_assignment)
 _resolve_slot_makers()
 _PASS_THROUGH.update((Gates.build_class.__code__, _PreparedClass.__call__.__code__, Gates.builtin_setattr.__code__,
                       Gates.augattr.__code__))
@@ -2485,6 +2567,7 @@ def _install_class_sink() -> bool:
         _guards._numpyguard.guard_class_creation(check_new_class)
         if hasattr(_guards._numpyguard, "guard_class_writes"):
             _guards._numpyguard.guard_class_writes(check_class_write, SPECIAL_METHODS)
+        _guards._numpyguard.guard_class_assignment(check_class_assignment)
         guard_metaclasses()
         return True
     import ctypes
@@ -2647,6 +2730,32 @@ def _refusing_raw_protocols(hook):
             pass
     _RAW_GUARDS.add(guarded)
     return runtime_callable(guarded)
+
+
+# -- a cell's objects as keys of the process's caches ------------------------------------------------------------
+# Libraries keep process-wide caches keyed by what they were given (dateutil's tz.gettz, _strptime's formats,
+# typing's _tp_cache): a cell's object stays there after the cell, and the host's next lookup with an equal hash
+# compares against it, running the cell's __eq__ where a cell function refuses to run (review 17, R17-7: the
+# host's gettz('Europe/Paris') raised). A class made while a cell runs has its own __eq__, __ne__ and __hash__
+# wrapped: outside a running cell its objects equal only themselves and hash by identity, so a host lookup
+# misses them and goes on as if they were absent.
+_KEY_METHODS = ("__eq__", "__ne__", "__hash__")
+
+
+def _confined_key_method(name, function):
+    if name == "__eq__":
+        def confined(self, other):
+            return function(self, other) if cell_is_running() else self is other
+    elif name == "__ne__":
+        def confined(self, other):
+            return function(self, other) if cell_is_running() else self is not other
+    else:
+        def confined(self):
+            return function(self) if cell_is_running() else object.__hash__(self)
+    for attribute in ("__name__", "__qualname__", "__doc__"):
+        setattr(confined, attribute, getattr(function, attribute, None))
+    _CONFINED_HOOKS.add(confined)
+    return runtime_callable(confined)
 
 
 def _raw_arrays_refused(cls) -> bool:

@@ -38,7 +38,7 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
-if getattr(_numpyguard, "VERSION", None) != 2:
+if getattr(_numpyguard, "VERSION", None) != 3:
     _numpyguard = None   # absent, or a stale build of an older source (engine.py then refuses to start)
 
 from . import pandas_query   # imported with the runtime: a cell's import may not compile the sandbox's files
@@ -46,9 +46,10 @@ from .confine import at_cell_end, at_cell_start, cell_is_running, route_native_f
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_on_index_arrays, _grow_call, _no_auto_open,
                     _type_name,
-                    add_stand_in_kind, is_sandbox_class, is_sandbox_function, refuse_raw_protocols_in_hooks,
-                    runtime_callable)
+                    add_stand_in_kind, dataclass_field_refusal, is_sandbox_class, is_sandbox_function,
+                    refuse_raw_protocols_in_hooks, runtime_callable)
 from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
+from .charges import charge_native_work
 
 
 # ------------------------------------------------------------------------------------------------
@@ -591,6 +592,13 @@ def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
             if type(annotations) is dict and not all(type(k) is str and k.isidentifier() for k in annotations):
                 gates.deny(CallDenied(f"{fn.__name__}() of a class with a field name that is not an identifier",
                                       "field names become the text of the generated methods"))
+            if type(annotations) is dict:
+                mro = type.__dict__["__mro__"].__get__(target)
+                inherited = [name for k in mro[1:] if is_sandbox_class(k)
+                             for name in type.__dict__["__dict__"].__get__(k).get("__dataclass_fields__", ())]
+                why = dataclass_field_refusal(mro, list(annotations) + inherited)
+                if why is not None:
+                    gates.deny(CallDenied(f"{fn.__name__}() of a class with {why[0]}", why[1]))
 
         def guarded(*args, **kwargs):
             targets = list(args[:1]) + [v for k, v in kwargs.items() if k in _TARGET_KEYWORDS]
@@ -1216,57 +1224,6 @@ def _same(value):
 
 
 _charge_deque_concatenation()
-
-
-def _charge_correlation(np) -> None:
-    """np.convolve and np.correlate (and numpy.polynomial's and scipy.signal's calls of them) do len(a) x len(v)
-    multiply-adds in one C call that checks no limit and allocates only its result (review 11, R11-8: two
-    arrays of 5*10**6 fit a 256 MB limit and run for days). Both end in multiarray's correlate/correlate2,
-    which numeric.py reads from the multiarray module at each call: replaced there, they charge the product as
-    ticks first while a cell runs."""
-    multiarray = sys.modules.get("numpy._core.multiarray")
-    for name in ("correlate", "correlate2"):
-        original = getattr(multiarray, name, None)
-        if original is None or getattr(original, "__st_charged__", False):
-            continue
-
-        def charged(a, v, *args, _original=original, **kwargs):
-            if cell_is_running():
-                gates = CURRENT_GATES.get()
-                work = int(np.size(a)) * int(np.size(v))
-                if gates is not None and gates.budget is not None and work > 1000:
-                    gates.budget.charge(work)
-            return _original(a, v, *args, **kwargs)
-        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
-        setattr(multiarray, name, runtime_callable(charged))
-
-
-def _charge_dense_linear_algebra(np) -> None:
-    """numpy.linalg's factorisations (eig, svd, inv, solve, qr, lstsq, det, cholesky...) are LAPACK in one C call
-    of about n**3 work that checks no limit (review 15, R15-2: an eig of 1200 x 1200 under a 10**6-tick limit; an
-    svd of 3000 x 3000 ran 39 s past a 1 s limit at level none). numpy.linalg reads each gufunc from
-    _umath_linalg at every call: replaced there, they charge batch x m x n x max(m, n) as ticks first while a
-    cell runs, so a factorisation the budget cannot pay for is refused before it starts."""
-    module = sys.modules.get("numpy.linalg._umath_linalg")
-    if module is None:
-        return
-    for name in [n for n in dir(module) if not n.startswith("_")]:
-        original = getattr(module, name)
-        if not isinstance(original, np.ufunc) or getattr(original, "__st_charged__", False):
-            continue
-
-        def charged(a, *args, _original=original, **kwargs):
-            if cell_is_running():
-                gates = CURRENT_GATES.get()
-                shape = np.shape(a)
-                if gates is not None and gates.budget is not None and len(shape) >= 2:
-                    m, n = int(shape[-2]), int(shape[-1])
-                    work = math.prod(int(d) for d in shape[:-2]) * m * n * max(m, n)
-                    if work > 1000:
-                        gates.budget.charge(work)
-            return _original(a, *args, **kwargs)
-        charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
-        setattr(module, name, runtime_callable(charged))
 
 
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'
@@ -2435,10 +2392,9 @@ def register_library_guards() -> None:
     _guard_pandas_plot_backend()
     route_native_file_io()
     _serial_pandas_reads()
+    charge_native_work(CALL_GUARDS)
     np = sys.modules.get("numpy")
     if np is not None:
-        _charge_correlation(np)
-        _charge_dense_linear_algebra(np)
         _normalise_wrapped_indices(np)
     if np is not None and np.load not in CALL_GUARDS:
         guards = _numpy_guards(np)

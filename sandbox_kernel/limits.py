@@ -45,7 +45,7 @@ try:
     from . import _numpyguard   # optional C extension (setup.py)
 except ImportError:
     _numpyguard = None
-if getattr(_numpyguard, "VERSION", None) != 2:
+if getattr(_numpyguard, "VERSION", None) != 3:
     _numpyguard = None   # as guards.py: a stale build is not used
 try:
     from ._fastgates import CellTick   # optional C extension (setup.py)
@@ -59,6 +59,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # there is the cell's.
 _TEARDOWN_FILES = frozenset(os.path.join(_HERE, f) for f in ("engine.py", "limits.py", "streams.py", "confine.py"))
 ALARM_INTERVAL = 0.05
+TICK_SECONDS = 100e-9   # a tick in charge_native: about one step of sandboxed Python (docs/security.md)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -282,6 +283,20 @@ class Budget:
                 f"tick limit exceeded: {self.tick_limit:,} ticks (policy '{self.policy_name}'); "
                 f"this operation alone needs {n:,}", policy=self.policy_name))
         self.check()
+
+    def charge_native(self, seconds: float, what: str) -> None:
+        """Charge one C call that will run about `seconds` (a lower bound) without returning to Python, before it
+        starts (charges.py): as ticks, a tick standing for TICK_SECONDS of Python, and against the time left, so
+        that a call which alone would end past the time limit is refused instead of overrunning it."""
+        if not self.running:
+            _raise_idle()
+        left = None if self.deadline is None else self.deadline - time.monotonic()
+        if left is not None and seconds > left:
+            self.trip(TimeLimitExceeded(
+                f"time limit: {what} would run about {seconds:.2g} s in one uninterruptible call, more than the "
+                f"{max(left, 0):.2g} s left of {self.timeout:g} s (policy '{self.policy_name}')",
+                policy=self.policy_name))
+        self.charge(int(seconds / TICK_SECONDS))
 
     def check(self, memory: bool = False) -> None:
         """Trips the first limit that is exceeded. Memory is read only when asked (the alarm asks

@@ -164,8 +164,7 @@ SCIPY_TEMPLATE_ROUTES = {
     # the reviewer's route: the cell's template, scipy's builder skipped
     "class_template_and_no_builder": "    _parse_arg_template = EVIL\n"
                                      "    def _construct_argparser(self, *args, **kwargs):\n        pass\n",
-    # the builder left alone would overwrite the template from validated shape names; a cell class that
-    # names the template at all is refused (an honest subclass never does)
+    # the builder left alone overwrites the template from validated shape names: scipy's own text runs
     "class_template_only": "    _parse_arg_template = EVIL\n",
 }
 
@@ -178,7 +177,10 @@ def test_scipy_runs_only_its_own_argument_parser_template(run, outside, host_sec
     r = run(f"from scipy import stats\nEVIL = {evil!r}\n"
             "class D(stats.rv_continuous):\n" + SCIPY_TEMPLATE_ROUTES[route] +
             "    def _pdf(self, x):\n        return 1.0\nD(name='d')")
-    assert not r.ok and r.error_name == "OperationDenied", r
+    if route == "class_template_only":
+        assert r.ok, r
+    else:
+        assert not r.ok and r.error_name == "OperationDenied", r
     assert not marker.exists() and not r.leaked(host_secret), r
 
 

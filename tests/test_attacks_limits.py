@@ -351,15 +351,15 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
 @pytest.mark.parametrize("cell", [
     "import hashlib\nx = hashlib.pbkdf2_hmac('sha256', b'p', b's', 10**6)",
     "import hashlib\nx = hashlib.pbkdf2_hmac('sha256', b'p', b's', 10**4, dklen=10**5)",
-    "import numpy as np\nx = np.convolve(np.ones(2 * 10**4), np.ones(2 * 10**4))",
-    "import numpy as np\nx = np.correlate(np.ones(2 * 10**4), np.ones(2 * 10**4), 'full')",
-    "import numpy as np\nx = np.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
-    "import numpy as np\nx = np.polynomial.polynomial.polymul(np.ones(2 * 10**4), np.ones(2 * 10**4))",
+    "import numpy as np\nx = np.convolve(np.ones(10**5), np.ones(10**5))",
+    "import numpy as np\nx = np.correlate(np.ones(10**5), np.ones(10**5), 'full')",
+    "import numpy as np\nx = np.polymul(np.ones(10**5), np.ones(10**5))",
+    "import numpy as np\nx = np.polynomial.polynomial.polymul(np.ones(10**5), np.ones(10**5))",
     # R15-2 (review 15): LAPACK factorisations, about n**3 work in one call
-    "import numpy as np\nx = np.linalg.eig(np.random.default_rng(0).random((1200, 1200)))",
+    "import numpy as np\nx = np.linalg.eig(np.random.default_rng(0).random((2000, 2000)))",
     "import numpy as np\nx = np.linalg.svd(np.ones((3000, 3000)))",
-    "import numpy as np\nx = np.linalg.pinv(np.ones((2000, 1500)))",
-    "import numpy as np\nx = np.linalg.matrix_rank(np.ones((8, 400, 400)))",
+    "import numpy as np\nx = np.linalg.pinv(np.ones((2500, 2000)))",
+    "import numpy as np\nx = np.linalg.matrix_rank(np.ones((8, 1000, 1000)))",
 ])
 def test_one_c_call_of_much_work_is_charged_first(cell):
     """R11-7: pbkdf2_hmac's rounds run in C with the GIL released and allocate nothing (a 1 s limit did not

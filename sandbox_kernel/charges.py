@@ -1,0 +1,180 @@
+"""Work that one C call does without a check, charged before it starts.
+
+Why: a library function that does its whole job in one C loop (numpy's correlate and einsum, LAPACK's
+factorisations, scipy's image filters and 2-d convolution, Floyd-Warshall) never returns to Python while it
+runs, so neither the tick nor the time limit sees it, and it allocates little, so the memory limit does not
+either: einsum('i,j,k,l->') over four short vectors ran 13 times past a 0.5 s limit (review 17, R17-3).
+
+Each such entry point is replaced where its library looks it up at every call (a module attribute), or guarded
+where the cell calls it (guards.CALL_GUARDS), by one that first estimates the call's work from its arguments' shapes
+and, while a cell runs, charges it (Budget.charge_native): as ticks, and against the time left, so that a call
+which alone would run past the time limit is refused before it starts. The estimate is work units times a
+speed per unit, each a lower bound of the loop's time (about a quarter of what it measured on the machine the
+figures in docs/security.md come from), so a refusal means the call would surely have overrun.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from .confine import cell_is_running
+from .gates import CURRENT_GATES, runtime_callable
+
+_KEEP: list = []   # the callables the call guards hold by identity, kept alive
+
+
+def _charge(units: int, ns_per_unit: float, what: str) -> None:
+    if units > 1000 and cell_is_running():
+        gates = CURRENT_GATES.get()
+        if gates is not None and gates.budget is not None:
+            gates.budget.charge_native(units * ns_per_unit * 1e-9, what)
+
+
+def _charge_before(module, name: str, ns_per_unit: float, units) -> None:
+    """module.name becomes a function that charges units(*args, **kwargs) x ns_per_unit first."""
+    original = getattr(module, name, None)
+    if original is None or getattr(original, "__st_charged__", False):
+        return
+
+    def charged(*args, **kwargs):
+        if cell_is_running():
+            _charge(units(*args, **kwargs), ns_per_unit, name)
+        return original(*args, **kwargs)
+    charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
+    setattr(module, name, runtime_callable(charged))
+
+
+def _guard_charged(ns_per_unit: float, units):
+    """A CALL_GUARDS factory: the cell's call charges units(*args, **kwargs) x ns_per_unit first."""
+    def factory(fn, gates):
+        def charged(*args, **kwargs):
+            _charge(units(*args, **kwargs), ns_per_unit, fn.__name__)
+            return fn(*args, **kwargs)
+        charged.__name__, charged.__doc__ = fn.__name__, fn.__doc__
+        return runtime_callable(charged)
+    return factory
+
+
+def _size(a) -> int:
+    return int(sys.modules["numpy"].size(a))
+
+
+def _shape(a) -> tuple:
+    return tuple(int(d) for d in sys.modules["numpy"].shape(a))
+
+
+# -- work estimates (units) -----------------------------------------------------------------------------------
+
+def _product_of_sizes(a, v, *args, **kwargs) -> int:
+    """A sliding product (correlate, convolve2d, a filter's weights): every output point visits every weight."""
+    return _size(a) * _size(v)
+
+
+def _factorisation(a, *args, **kwargs) -> int:
+    """LAPACK on a stack of m x n matrices: about batch x m x n x max(m, n)."""
+    shape = _shape(a)
+    if len(shape) < 2:
+        return 0
+    m, n = shape[-2], shape[-1]
+    return math.prod(shape[:-2]) * m * n * max(m, n)
+
+
+def _einsum(*operands, **kwargs) -> int:
+    """einsum without an optimised path loops once over every combination of its distinct labels, per operand."""
+    parse = getattr(sys.modules.get("numpy._core.einsumfunc"), "_parse_einsum_input", None)
+    if parse is None:
+        return 0
+    inputs, _output, arrays = parse(list(operands))
+    sizes: dict = {}
+    for labels, array in zip(inputs.split(","), arrays):
+        for label, size in zip(labels, _shape(array)):
+            sizes[label] = max(sizes.get(label, 1), size)
+    return math.prod(sizes.values()) * max(1, len(arrays))
+
+
+def _footprint_at(position: int):
+    """A filter over a footprint (the argument at position): every output point visits every footprint cell."""
+    def units(input, *args, **kwargs) -> int:
+        return _size(input) * _size(args[position - 1]) if len(args) >= position else 0
+    return units
+
+
+def _filter_1d(input, function, filter_size, *args, **kwargs) -> int:
+    return _size(input) * int(filter_size)
+
+
+def _median_2d(image, kernel_size, *args, **kwargs) -> int:
+    return _size(image) * int(sys.modules["numpy"].prod(kernel_size))
+
+
+def _linear_filter(b, a, x, *args, **kwargs) -> int:
+    return _size(x) * (_size(b) + _size(a))
+
+
+def _all_pairs(csgraph, *args, **kwargs) -> int:
+    """Floyd-Warshall over n nodes: n**3."""
+    n = _shape(csgraph)[0] if _shape(csgraph) else 0
+    return n ** 3
+
+
+def _shortest_paths(csgraph, method="auto", *args, **kwargs) -> int:
+    """shortest_path(method='FW' or 'auto', which picks Floyd-Warshall for dense graphs): n**3 charged; the other
+    methods (Dijkstra, Johnson, Bellman-Ford) at least n x edges."""
+    shape = _shape(csgraph)
+    n = shape[0] if shape else 0
+    edges = int(getattr(csgraph, "nnz", n * n))
+    return n ** 3 if method in ("FW", "auto") else n * max(edges, n)
+
+
+def _assignment(cost_matrix, *args, **kwargs) -> int:
+    shape = _shape(cost_matrix)
+    if len(shape) != 2:
+        return 0
+    n, m = sorted(shape)
+    return n * n * m
+
+
+# (module, attribute, ns per unit, units): looked up by its library at every call
+_REPLACED = (
+    ("numpy._core.multiarray", "correlate", 0.03, _product_of_sizes),    # np.convolve, np.correlate, polymul
+    ("numpy._core.multiarray", "correlate2", 0.03, _product_of_sizes),
+    ("numpy._core.multiarray", "c_einsum", 1.0, _einsum),
+    ("numpy._core.einsumfunc", "c_einsum", 1.0, _einsum),                 # np.einsum's own reference
+    ("scipy.ndimage._nd_image", "correlate", 0.25, _product_of_sizes),   # correlate, convolve, the n-d filters
+    ("scipy.ndimage._nd_image", "correlate1d", 0.05, _product_of_sizes),
+    ("scipy.ndimage._nd_image", "rank_filter", 0.6, _footprint_at(2)),   # (input, rank, footprint): median ...
+    ("scipy.ndimage._nd_image", "min_or_max_filter", 0.1, _footprint_at(1)),   # (input, footprint, structure)
+    ("scipy.ndimage._nd_image", "generic_filter", 1.0, _footprint_at(2)),      # (input, function, footprint)
+    ("scipy.ndimage._nd_image", "generic_filter1d", 1.0, _filter_1d),
+    ("scipy.signal._sigtools", "_convolve2d", 0.35, _product_of_sizes),   # convolve2d, correlate2d
+    ("scipy.signal._sigtools", "_correlateND", 3.0, _product_of_sizes),   # convolve/correlate(method='direct')
+    ("scipy.signal._sigtools", "_medfilt2d", 0.15, _median_2d),
+    ("scipy.signal._sigtools", "_linear_filter", 0.1, _linear_filter),   # lfilter
+)
+# (module, attribute, ns per unit, units): called by the cell (Cython calls them within their module directly)
+_GUARDED = (
+    ("scipy.sparse.csgraph", "floyd_warshall", 0.25, _all_pairs),
+    ("scipy.sparse.csgraph", "shortest_path", 0.25, _shortest_paths),
+    ("scipy.optimize", "linear_sum_assignment", 0.02, _assignment),
+)
+_LAPACK_NS_PER_UNIT = 0.02
+
+
+def charge_native_work(call_guards: dict) -> None:
+    """Install the charges for every listed module loaded so far (guards' catch-up with loaded modules calls it
+    again after each import); call_guards: guards.CALL_GUARDS."""
+    for module_name, name, ns, units in _REPLACED:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            _charge_before(module, name, ns, units)
+    lapack = sys.modules.get("numpy.linalg._umath_linalg")   # eig, svd, inv, solve, qr, lstsq, det, cholesky ...
+    np = sys.modules.get("numpy")
+    if lapack is not None and np is not None:
+        for name in [n for n in dir(lapack) if not n.startswith("_")]:
+            if isinstance(getattr(lapack, name), np.ufunc):
+                _charge_before(lapack, name, _LAPACK_NS_PER_UNIT, _factorisation)
+    for module_name, name, ns, units in _GUARDED:
+        fn = getattr(sys.modules.get(module_name), name, None)
+        if fn is not None and fn not in call_guards:
+            call_guards[fn] = _guard_charged(ns, units)
+            _KEEP.append(fn)
