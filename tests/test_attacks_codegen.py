@@ -184,6 +184,50 @@ def test_scipy_runs_only_its_own_argument_parser_template(run, outside, host_sec
     assert not marker.exists() and not r.leaked(host_secret), r
 
 
+# The template is an instance attribute: whatever puts the cell's text there, the text exec() gets is vetted as
+# text (scipy's template filled with distinct identifiers: confine._is_scipy_argparser_text), review 17.
+SCIPY_INSTANCE_ROUTES = {
+    # R17-2: copy.copy() restores the cell's __getstate__ answer through rv_generic.__setstate__, which exec()s it
+    "getstate_then_copy": ("import copy\nclass D(stats.rv_continuous):\n    def _pdf(self, x):\n        return 1.0\n"
+                           "    def __getstate__(self):\n        return {'_parse_arg_template': EVIL}\n"
+                           "copy.copy(D(a=0, b=1))"),
+    # a library writing the attribute by name (simulated by host functions), then scipy attaching the parsers
+    "library_setattr_then_attach": ("class D(stats.rv_continuous):\n    def _pdf(self, x):\n        return 1.0\n"
+                                    "d = D(a=0, b=1)\nlibrary_setattr(d, '_parse_arg_template', EVIL)\n"
+                                    "library_attach(d)"),
+    # scipy's own template with a statement smuggled in as a shape name
+    "template_with_a_statement_for_a_shape": ("class D(stats.rv_continuous):\n    def _pdf(self, x):\n"
+                                              "        return 1.0\nd = D(a=0, b=1)\n"
+                                              "library_setattr(d, '_parse_arg_template', "
+                                              "SCIPY_TEMPLATE % {'shape_arg_str': 'a=open(MARKER, \"w\"), ', "
+                                              "'locscale_in': 'loc=0, scale=1', 'locscale_out': 'loc, scale'})\n"
+                                              "library_attach(d)"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(SCIPY_INSTANCE_ROUTES))
+def test_scipy_execs_only_its_template_whatever_sets_it(sandbox, outside, host_secret, route):
+    from scipy.stats import _distn_infrastructure
+    marker = outside / f"pwned-scipy-{route}"
+    sandbox.ns["library_setattr"] = setattr
+    sandbox.ns["library_attach"] = lambda d: d._attach_argparser_methods()
+    sandbox.ns["SCIPY_TEMPLATE"] = _distn_infrastructure.parse_arg_template
+    sandbox.ns["MARKER"] = str(marker)
+    evil = PAYLOAD.format(marker=marker) + ("def _parse_args(self, *a, **k): return a, 0, 1\n"
+                                            "_parse_args_stats = _parse_args_rvs = _parse_args\n")
+    r = sandbox.run(f"from scipy import stats\nEVIL = {evil!r}\n" + SCIPY_INSTANCE_ROUTES[route])
+    assert not r.ok and r.error_name == "OperationDenied", r
+    assert not marker.exists() and not r.leaked(host_secret), r
+
+
+def test_scipy_reattaches_its_own_template(sandbox):
+    """copy.copy() of a distribution with shapes exec()s scipy's own text again: allowed."""
+    r = sandbox.run("import copy\nfrom scipy import stats\nclass G(stats.rv_continuous):\n    def _pdf(self, x, k):\n"
+                    "        return k * x ** (k - 1)\ng = copy.copy(G(a=0, b=1, name='g'))\n"
+                    "print(round(float(g.cdf(0.5, 2)), 3), copy.copy(stats.norm).shapes)")
+    assert r.ok and r.stdout == "0.25 None\n", r
+
+
 # --- honest code generation keeps working ---------------------------------------------------------------
 
 HONEST = {

@@ -360,6 +360,22 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
     "import numpy as np\nx = np.linalg.svd(np.ones((3000, 3000)))",
     "import numpy as np\nx = np.linalg.pinv(np.ones((2500, 2000)))",
     "import numpy as np\nx = np.linalg.matrix_rank(np.ones((8, 1000, 1000)))",
+    # R17-3 (review 17): einsum, scipy's image filters and 2-d convolution, graph and assignment algorithms
+    "import numpy as np\na = np.ones(600)\nx = np.einsum('i,j,k->', a, a, a)",
+    "import numpy as np\na = np.ones(600)\nx = np.einsum(a, [0], a, [1], a, [2], [])",
+    "import numpy as np\nx = np.einsum('...i,...j->', np.ones((2000, 300)), np.ones((2000, 300)))",
+    "import numpy as np, scipy.ndimage as nd\nx = nd.median_filter(np.ones((1000, 1000)), size=20)",
+    "import numpy as np, scipy.ndimage as nd\nx = nd.percentile_filter(np.ones((1000, 1000)), 20, size=20)",
+    "import numpy as np, scipy.ndimage as nd\nx = nd.correlate(np.ones((1000, 1000)), np.ones((30, 30)))",
+    "import numpy as np, scipy.ndimage as nd\nx = nd.generic_filter(np.ones((300, 300)), np.mean, size=10)",
+    "import numpy as np, scipy.signal as sig\nx = sig.convolve2d(np.ones((600, 600)), np.ones((50, 50)))",
+    "import numpy as np, scipy.signal as sig\nx = sig.correlate2d(np.ones((600, 600)), np.ones((50, 50)))",
+    "import numpy as np, scipy.signal as sig\nx = sig.convolve(np.ones((200, 200)), np.ones((40, 40)), method='direct')",
+    "import numpy as np, scipy.signal as sig\nx = sig.medfilt2d(np.ones((1000, 1000)), 31)",
+    "import numpy as np, scipy.signal as sig\nx = sig.lfilter(np.ones(2000), [1.0, 0.5], np.ones(10**6))",
+    "import numpy as np\nfrom scipy.sparse import csgraph\nx = csgraph.floyd_warshall(np.ones((1000, 1000)))",
+    "import numpy as np\nfrom scipy.sparse import csgraph\nx = csgraph.shortest_path(np.ones((1000, 1000)))",
+    "import numpy as np\nfrom scipy.optimize import linear_sum_assignment\nx = linear_sum_assignment(np.ones((3000, 3000)))",
 ])
 def test_one_c_call_of_much_work_is_charged_first(cell):
     """R11-7: pbkdf2_hmac's rounds run in C with the GIL released and allocate nothing (a 1 s limit did not
@@ -368,6 +384,27 @@ def test_one_c_call_of_much_work_is_charged_first(cell):
     result = run_cell_in_child(cell + "\nleaked = True\n", limits=dict(TIGHT, ticks=10**6, timeout=60.0),
                                ns=("leaked",), report=("status", "ename"), timeout=GIVE_UP)
     assert result.get("ename") == "TickLimitExceeded" and not result["leaked"], (cell, result)
+
+
+def test_one_c_call_that_would_outrun_the_time_limit_is_refused_before_it_starts():
+    """R17-3: the work is charged against the time left too (a tick budget far above it): a call whose estimate at
+    the charged speed, a lower bound, alone passes the limit is refused instead of overrunning it."""
+    result = run_cell_in_child("import numpy as np\na = np.ones(400)\nx = np.einsum('i,j,k,l->', a, a, a, a[:100])\n"
+                               "leaked = True\n", limits=dict(TIGHT, ticks=10**10, timeout=3.0), ns=("leaked",),
+                               report=("status", "ename", "evalue"), timeout=GIVE_UP)
+    assert result.get("ename") == "TimeLimitExceeded" and "would run about" in result["evalue"], result
+    assert not result["leaked"], result
+
+
+def test_everyday_linear_algebra_and_filters_fit_the_default_budget(run):
+    """The charges are estimates of time at a lower bound of the speed, so ordinary sizes pass under the policy's own
+    limits (a tick per unit of LAPACK work refused eigvals of a 700 x 700 matrix)."""
+    r = run("import numpy as np, scipy.ndimage as nd, scipy.signal as sig\nrng = np.random.default_rng(0)\n"
+            "m = rng.random((700, 700))\nw = np.linalg.eigvals(m)\ni = np.linalg.inv(rng.random((1000, 1000)))\n"
+            "s = np.linalg.svd(rng.random((1000, 300)), compute_uv=False)\n"
+            "e = np.einsum('ij,jk->ik', m[:300, :300], m[:300, :300])\nf = nd.median_filter(m, size=5)\n"
+            "c = sig.convolve2d(m[:200, :200], np.ones((5, 5)))\nprint(len(w), i.shape, len(s), e.shape, f.shape, c.shape)")
+    assert r.ok and r.stdout == "700 (1000, 1000) 300 (300, 300) (700, 700) (204, 204)\n", r
 
 
 def test_small_factorisations_still_work(run):

@@ -14,6 +14,8 @@ import array
 import collections
 import io
 import random
+import types
+import typing
 
 import pytest
 
@@ -66,7 +68,7 @@ def test_every_stand_in_is_listed_with_an_example(sandbox):
         _example(cls)
 
 
-@pytest.mark.parametrize("read", ["instance", "class", "super"])
+@pytest.mark.parametrize("read", ["instance", "class", "super", "alias", "annotated"])
 def test_stand_ins_hold_for_every_read(sandbox, read):
     gates = sandbox.engine.gates
     raw_reads = []
@@ -76,6 +78,14 @@ def test_stand_ins_hold_for_every_read(sandbox, read):
             got, raw = gates.getattr(obj, name), getattr(obj, name)
         elif read == "class":
             got, raw = gates.getattr(cls, name), getattr(cls, name)
+        elif read in ("alias", "annotated"):
+            # a generic alias passes reads on to its class (review 17, R17-6)
+            alias = types.GenericAlias(cls, (int,)) if read == "alias" else typing.Annotated[cls, 0]
+            try:
+                raw = getattr(alias, name)
+            except AttributeError:
+                continue   # typing's aliases answer dunders themselves: none to pass on
+            got = gates.getattr(alias, name)
         else:
             if cls in (range, bytes, str, frozenset) or not isinstance(obj, cls) or cls.__flags__ & (1 << 8) == 0 \
                     and cls.__module__ == "builtins" and cls not in (list, set, dict, bytearray):
@@ -94,6 +104,49 @@ def test_stand_ins_hold_for_every_read(sandbox, read):
         if _is_raw(got, raw):
             raw_reads.append(f"{cls.__name__}.{name} ({kind})")
     assert raw_reads == [], f"{read} reads handed out the raw method: {raw_reads}"
+
+
+# Reads the policy refuses on a class, each through the aliases that pass reads on to it (review 17, R17-6:
+# np.ndarray[Any, Any].resize freed a buffer views still pointed at; dataclasses.Field[int].__init__ re-ran a
+# library dataclass's Field constructor).
+ALIAS_FORMS = ["np.ndarray[typing.Any, typing.Any]", "NDArray", "typing.Annotated[np.ndarray, 0]",
+               "typing.Annotated[np.ndarray[typing.Any, typing.Any], 0]"]
+REFUSED_CLASS_READS = ["resize", "ctypes", "tofile", "dump", "__setstate__", "__reduce__", "_set_flags"]
+
+
+@pytest.mark.parametrize("form", ALIAS_FORMS)
+def test_alias_reads_are_decided_as_reads_of_the_class(run, form):
+    r = run("import typing, numpy as np\nfrom numpy.typing import NDArray\nout = []\n"
+            f"for name in {REFUSED_CLASS_READS!r}:\n"
+            "    for target in (np.ndarray, " + form + "):\n"
+            "        try:\n            getattr(target, name)\n            out.append('read')\n"
+            "        except Exception as e:\n            out.append(type(e).__name__)\n"
+            "print(out.count('AttributeDenied'), len(out))")
+    assert r.ok and r.stdout == f"{2 * len(REFUSED_CLASS_READS)} {2 * len(REFUSED_CLASS_READS)}\n", r
+
+
+def test_resize_through_an_alias_frees_nothing(run):
+    r = run("import numpy as np, typing\nb = np.zeros(64)\nv = b[:]\ntry:\n"
+            "    np.ndarray[typing.Any, typing.Any].resize(b, (100000,), refcheck=False)\nexcept Exception as e:\n"
+            "    print('refused', type(e).__name__)\ns = [np.full(64, 7.0) for i in range(50)]\nv[:] = 5.0\n"
+            "print('hit', sum(int((x == 5.0).any()) for x in s), b.size)")
+    assert r.ok and r.stdout == "refused AttributeDenied\nhit 0 64\n", r
+
+
+def test_a_library_dataclass_field_is_not_reinitialised_through_an_alias(run):
+    r = run("import dataclasses, numpy as np, scipy.stats as st\n"
+            "res = st.bootstrap((np.arange(10.0),), np.mean, n_resamples=20)\nfs = dataclasses.fields(res)\ntry:\n"
+            "    dataclasses.Field[int].__init__(fs[0], dataclasses.MISSING, dataclasses.MISSING, True, True, None,"
+            " True, None, False)\nexcept Exception as e:\n    print('refused', type(e).__name__)\n"
+            "print([f.name for f in dataclasses.fields(res)][0])")
+    assert r.ok and r.stdout == "refused AttributeDenied\nconfidence_interval\n", r
+
+
+def test_aliases_still_read_as_types(run):
+    r = run("import typing, numpy as np\nfrom numpy.typing import NDArray\n"
+            "print(list[int].__name__, np.ndarray[typing.Any, typing.Any].__name__, typing.get_origin(NDArray).__name__,"
+            " typing.List[int].__args__, NDArray[np.float64].__args__[0])")
+    assert r.ok and r.stdout == "list ndarray ndarray (<class 'int'>,) tuple[typing.Any, ...]\n", r
 
 
 def test_class_reads_apply_the_check_to_any_self(run):
