@@ -1138,7 +1138,10 @@ class Gates:
                 return types.GenericAlias(origin, value.__args__)
         if t.__module__ == "typing":   # typing.Deque: callable like deque
             return self.handed_out(value)
-        guard = _guards.CALL_GUARDS.get(value) if _member(value, _guards.CALL_GUARDS) else None
+        try:
+            guard = _guards.CALL_GUARDS.get(value)
+        except TypeError:   # unhashable
+            guard = None
         if guard is not None:   # a guarded callable of a type the branches above do not know (numpy's dispatchers)
             return self.guarded(value, guard)
         refusal = self._instance_types.get(t, _UNSEEN)
@@ -2258,15 +2261,16 @@ def check_new_class(metatype, args, kwds):
             gates.deny(exc)
         raise exc
     metaclass = any(isinstance(b, type) and issubclass(b, type) for b in bases)
-    hooks = [h for h in ("__getattr__", "__getattribute__")
-             if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
+    # (a metaclass's namespace holds the hooks of its classes, not of its instances' attributes)
+    hooks = [] if metaclass else [h for h in ("__getattr__", "__getattribute__")
+                                  if h in namespace and not _member(namespace[h], _RAW_GUARDS)]
     # (not for typing.Protocol classes: a protocol counts every name in its namespace as a member to check)
     marks = not by_import and not metaclass and any(namespace.get(n) is not m for n, m in _LIBRARY_TYPE_NAMES.items()) \
         and not any(isinstance(b, type) and b.__dict__.get("_is_protocol") is True for b in bases)
-    keys = [k for k in _KEY_METHODS if is_sandbox_function(namespace.get(k))] if not metaclass else []
-    if hooks and not metaclass or marks or keys:
+    keys = [] if metaclass or by_import else [k for k in _KEY_METHODS if _confines_key(namespace.get(k))]
+    if hooks or marks or keys:
         namespace = dict(namespace)
-        for hook in hooks if not metaclass else ():
+        for hook in hooks:
             namespace[hook] = _refusing_raw_protocols(namespace[hook])
         for key in keys:
             namespace[key] = _confined_key_method(key, namespace[key])
@@ -2513,6 +2517,8 @@ def check_class_write(cls, name, value):
     """type's setattr asks this while a cell runs, for a special method name (_numpyguard.guard_class_writes)."""
     if not cell_is_running():
         return None   # the kernel's own threads
+    if name in _KEY_METHODS and _confines_key(value):
+        _KEYS_WRITTEN.add(cls)   # wrapped at the cell's end (confine_written_keys)
     if _harmless_special_method(value):
         return None
     maker = _maker_frame(sys._getframe(1))
@@ -2740,22 +2746,60 @@ def _refusing_raw_protocols(hook):
 # wrapped: outside a running cell its objects equal only themselves and hash by identity, so a host lookup
 # misses them and goes on as if they were absent.
 _KEY_METHODS = ("__eq__", "__ne__", "__hash__")
+_KEYS_WRITTEN: "weakref.WeakSet[type]" = weakref.WeakSet()   # classes given a key method during the cell
 
 
-def _confined_key_method(name, function):
+def _confines_key(value) -> bool:
+    """A key method that runs the cell's code: its function, or a staticmethod, classmethod, property, bound method,
+    partial or partialmethod of one (what the special-method rule lets a class bind); never a library's own (the
+    classes an import makes during a cell keep theirs)."""
+    t = type(value)
+    if t is staticmethod or t is classmethod or t is MethodType:
+        value = value.__func__
+    elif t is property:
+        value = value.fget
+    elif t is functools.partial or t is functools.partialmethod:
+        value = value.func
+    return is_sandbox_function(value)
+
+
+def _confined_key_method(name, value):
+    if type(value) is FunctionType:
+        call = value
+    else:   # bound as Python binds a special method it looks up on the class
+        def call(self, *args):
+            get = getattr(type(value), "__get__", None)
+            return (get(value, self, type(self)) if get is not None else value)(*args)
     if name == "__eq__":
         def confined(self, other):
-            return function(self, other) if cell_is_running() else self is other
+            return call(self, other) if cell_is_running() else self is other
     elif name == "__ne__":
         def confined(self, other):
-            return function(self, other) if cell_is_running() else self is not other
+            return call(self, other) if cell_is_running() else self is not other
     else:
         def confined(self):
-            return function(self) if cell_is_running() else object.__hash__(self)
+            return call(self) if cell_is_running() else object.__hash__(self)
     for attribute in ("__name__", "__qualname__", "__doc__"):
-        setattr(confined, attribute, getattr(function, attribute, None))
+        text = getattr(value, attribute, None)
+        if type(text) is str:
+            setattr(confined, attribute, text)
     _CONFINED_HOOKS.add(confined)
     return runtime_callable(confined)
+
+
+def confine_written_keys() -> None:
+    """The end of a cell: a key method written on a class during it (K.__eq__ = f) is wrapped like one the class
+    was made with (the class-write sink lets the cell's function through; the host compares after the cell)."""
+    for cls in list(_KEYS_WRITTEN):
+        namespace = type.__dict__["__dict__"].__get__(cls)
+        for name in _KEY_METHODS:
+            value = namespace.get(name)
+            if _confines_key(value):
+                type.__setattr__(cls, name, _confined_key_method(name, value))
+    _KEYS_WRITTEN.clear()
+
+
+at_cell_end(confine_written_keys)
 
 
 def _raw_arrays_refused(cls) -> bool:

@@ -677,6 +677,39 @@ def test_a_cells_key_in_a_process_cache_is_not_compared_after_the_cell(cache):
     assert (host.startswith(expected) if isinstance(expected, str) else host == expected), result
 
 
+# the same key, its __eq__ bound other ways: each answers by identity outside the cell
+KEY_CLASSES = {
+    "staticmethod": "class K:\n    __hash__ = lambda self: H\n    __eq__ = staticmethod(lambda other: True)",
+    "written_after_creation": "class K:\n    pass\ndef eq(self, other):\n    return True\n"
+                              "K.__eq__ = eq\nK.__hash__ = lambda self: H",
+    "partial": "import functools\ndef eq(flag, self, other):\n    return flag\nclass K:\n"
+               "    __hash__ = lambda self: H\n    __eq__ = functools.partialmethod(eq, True)",
+    "inherited": "class B:\n    def __eq__(self, other):\n        return True\n    def __hash__(self):\n"
+                 "        return H\nclass K(B):\n    pass",
+}
+
+
+@pytest.mark.parametrize("key", sorted(KEY_CLASSES))
+def test_a_cells_key_bound_any_way_is_not_compared_after_the_cell(key):
+    cell = "import typing\nH = hash(bytes)\n" + KEY_CLASSES[key] + "\ntyping.Optional[K()]\nprint(K() == 1)"
+    result = run_with_host(cell, "import typing\nreport['host'] = str(typing.Optional[bytes])")
+    assert result["status"] == "ok", result
+    assert "host_error" not in result and result.get("host") == "typing.Optional[bytes]", result
+
+
+def test_classes_an_import_makes_during_a_cell_keep_their_own_comparisons():
+    """The key methods wrapped are the cell's only: pandas imported first by a cell makes its Index classes then,
+    and the host's df.sales afterwards compares names with Index's own __eq__/__hash__ (a wrap of every class made
+    during a cell answered by identity, and the host's column lookup failed)."""
+    probe = ("import sys\nPANDAS_BEFORE = 'pandas' in sys.modules\n" +
+             host_probe_any("import pandas as pd\nreport['host'] = int(pd.DataFrame({'sales': [2]}).sales.sum())\n"
+                            "report['before'] = PANDAS_BEFORE\nreport['index'] = 'sales' in pd.Index(['sales'])"))
+    result = run_cell_in_child("import pandas as pd\nprint(pd.DataFrame({'a': [1]}).a.sum())", probe=probe,
+                               report=("status", "ename"), hard_exit=True)
+    assert result["status"] == "ok" and result.get("before") is False, result
+    assert result.get("host") == 2 and result.get("index") is True and "host_error" not in result, result
+
+
 def test_a_cells_comparisons_still_run_in_its_cells(run):
     r = run("class K(str):\n    def __eq__(self, other):\n        return True\n    def __hash__(self):\n"
             "        return 1\nclass P:\n    def __init__(self, x):\n        self.x = x\n"
