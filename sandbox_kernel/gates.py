@@ -51,6 +51,7 @@ if getattr(_fastgates, "VERSION", None) != 5:
 
 from .denials import (AttributeDenied, BuiltinDenied, CallDenied, ImportDenied, SandboxViolation, SizeDenied,
                       genuine)
+from . import confine as _confine
 from .confine import at_cell_end, cell_is_running, installed_code, made_by_an_import
 from .limits import bound_numpy_allocations
 from .policy import Policy
@@ -2746,6 +2747,7 @@ def _refusing_raw_protocols(hook):
 # wrapped: outside a running cell its objects equal only themselves and hash by identity, so a host lookup
 # misses them and goes on as if they were absent.
 _KEY_METHODS = ("__eq__", "__ne__", "__hash__")
+_confining = _confine._FS.get
 _KEYS_WRITTEN: "weakref.WeakSet[type]" = weakref.WeakSet()   # classes given a key method during the cell
 
 
@@ -2770,15 +2772,16 @@ def _confined_key_method(name, value):
         def call(self, *args):
             get = getattr(type(value), "__get__", None)
             return (get(value, self, type(self)) if get is not None else value)(*args)
+    # (the confinement's context variable first: a C call, where cell_is_running is two Python frames)
     if name == "__eq__":
         def confined(self, other):
-            return call(self, other) if cell_is_running() else self is other
+            return call(self, other) if _confining() is not None or cell_is_running() else self is other
     elif name == "__ne__":
         def confined(self, other):
-            return call(self, other) if cell_is_running() else self is not other
+            return call(self, other) if _confining() is not None or cell_is_running() else self is not other
     else:
         def confined(self):
-            return call(self) if cell_is_running() else object.__hash__(self)
+            return call(self) if _confining() is not None or cell_is_running() else object.__hash__(self)
     for attribute in ("__name__", "__qualname__", "__doc__"):
         text = getattr(value, attribute, None)
         if type(text) is str:
