@@ -841,6 +841,13 @@ def _guard_copy_reconstruct() -> None:
 
     def _reconstruct(x, memo, func, args, *rest, **kwargs):
         if cell_is_running():
+            state = rest[0] if rest else kwargs.get("state")
+            if state is not None and _cell_state_for_a_library_base(type(x)):
+                # the state goes in past the write gate (a library's __setstate__, __dict__.update, setattr): on a
+                # class with a library base, the library's private state would be what the cell's __getstate__ said
+                _refuse(genuine(CallDenied(f"a copy of a {type(x).__name__}", "its class has a library base and "
+                                           "its own __getstate__: the state would go in past the write gate",
+                                           hint="define __copy__/__deepcopy__ instead")))
             if memo is not None and _built_on_index_arrays(type(x)):
                 # a deep copy takes each piece of state from the memo, which is the cell's to fill: a csr_array
                 # copy got the cell's writable, unchecked indices (review 10, N10-9)
@@ -852,6 +859,13 @@ def _guard_copy_reconstruct() -> None:
         return original(x, memo, func, args, *rest, **kwargs)
     _reconstruct.__st_closed__ = True
     copy._reconstruct = _reconstruct
+
+
+def _cell_state_for_a_library_base(cls) -> bool:
+    mro = type.__dict__["__mro__"].__get__(cls)
+    if not is_sandbox_class(cls) or all(is_sandbox_class(k) or k.__module__ in ("builtins", "abc") for k in mro):
+        return False
+    return any(is_sandbox_class(k) and "__getstate__" in type.__dict__["__dict__"].__get__(k) for k in mro)
 
 
 def _made_like(original, make, *args):

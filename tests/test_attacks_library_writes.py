@@ -71,6 +71,20 @@ def test_copy_slot_state_cannot_assign_the_class(run):
     assert r.ok and r.stdout == "refused AttributeDenied\n['O']\n", r
 
 
+def test_copy_state_of_a_library_subclass_is_the_librarys(sandbox):
+    """copy restores what __getstate__ answered through the library's __setstate__ or straight into __dict__, past the
+    write gate: on a class with a library base, a cell's own __getstate__ would choose the library's private state
+    (rv_continuous's _ctor_param, its template, a DataFrame's _mgr)."""
+    r = sandbox.run("import copy, scipy.stats as st\nclass R(st.rv_continuous):\n    def _pdf(self, x):\n"
+                    "        return 1.0\n    def __getstate__(self):\n        return {'_ctor_param': {'a': 0}, 'planted': 1}\n"
+                    "r = R(a=0, b=1)\ntry:\n    copy.copy(r)\nexcept Exception as e:\n    print(type(e).__name__)\n"
+                    "try:\n    copy.deepcopy([r])\nexcept Exception as e:\n    print(type(e).__name__)\n"
+                    "class Q(st.rv_continuous):\n    def _pdf(self, x):\n        return 1.0\n"
+                    "class W:\n    def __getstate__(self):\n        return {'x': 2}\n"
+                    "print(type(copy.copy(Q(a=0, b=1))).__name__, copy.copy(W()).x)")
+    assert r.ok and r.stdout == "CallDenied\nCallDenied\nQ 2\n", r
+
+
 def test_library_moves_its_own_objects_between_its_classes(run):
     """numpy.ma's masked constant and scipy's splines assign __class__ between their own classes."""
     r = run("import numpy as np\nfrom scipy.interpolate import UnivariateSpline\n"
