@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 import sys
 
+from . import gates as _gates   # (at call time: gates imports guards, which imports this module, at its end)
 from .confine import cell_is_running
-from .gates import CURRENT_GATES, runtime_callable
 
 _KEEP: list = []   # the callables the call guards hold by identity, kept alive
 
 
 def _charge(units: int, ns_per_unit: float, what: str) -> None:
     if units > 1000 and cell_is_running():
-        gates = CURRENT_GATES.get()
+        gates = _gates.CURRENT_GATES.get()
         if gates is not None and gates.budget is not None:
             gates.budget.charge_native(units * ns_per_unit * 1e-9, what)
 
@@ -41,7 +41,7 @@ def _charge_before(module, name: str, ns_per_unit: float, units) -> None:
             _charge(units(*args, **kwargs), ns_per_unit, name)
         return original(*args, **kwargs)
     charged.__name__, charged.__doc__, charged.__st_charged__ = name, original.__doc__, True
-    setattr(module, name, runtime_callable(charged))
+    setattr(module, name, _gates.runtime_callable(charged))
 
 
 def _guard_charged(ns_per_unit: float, units):
@@ -51,7 +51,7 @@ def _guard_charged(ns_per_unit: float, units):
             _charge(units(*args, **kwargs), ns_per_unit, fn.__name__)
             return fn(*args, **kwargs)
         charged.__name__, charged.__doc__ = fn.__name__, fn.__doc__
-        return runtime_callable(charged)
+        return _gates.runtime_callable(charged)
     return factory
 
 
@@ -100,7 +100,15 @@ def _footprint_at(position: int):
 
 
 def _filter_1d(input, function, filter_size, *args, **kwargs) -> int:
-    return _size(input) * int(filter_size)
+    return _size(input) * (int(filter_size) + _CALL_UNITS)
+
+
+def _generic_filter(input, function, footprint, *args, **kwargs) -> int:
+    """generic_filter calls a function at every output point (a library's own, np.median, runs uncharged)."""
+    return _size(input) * (_size(footprint) + _CALL_UNITS)
+
+
+_CALL_UNITS = 2000   # a call of a Python-level function from C, in units of 1 ns
 
 
 def _median_2d(image, kernel_size, *args, **kwargs) -> int:
@@ -138,13 +146,13 @@ def _assignment(cost_matrix, *args, **kwargs) -> int:
 _REPLACED = (
     ("numpy._core.multiarray", "correlate", 0.03, _product_of_sizes),    # np.convolve, np.correlate, polymul
     ("numpy._core.multiarray", "correlate2", 0.03, _product_of_sizes),
-    ("numpy._core.multiarray", "c_einsum", 1.0, _einsum),
-    ("numpy._core.einsumfunc", "c_einsum", 1.0, _einsum),                 # np.einsum's own reference
+    ("numpy._core.multiarray", "c_einsum", 0.1, _einsum),
+    ("numpy._core.einsumfunc", "c_einsum", 0.1, _einsum),                 # np.einsum's own reference
     ("scipy.ndimage._nd_image", "correlate", 0.25, _product_of_sizes),   # correlate, convolve, the n-d filters
     ("scipy.ndimage._nd_image", "correlate1d", 0.05, _product_of_sizes),
     ("scipy.ndimage._nd_image", "rank_filter", 0.6, _footprint_at(2)),   # (input, rank, footprint): median ...
     ("scipy.ndimage._nd_image", "min_or_max_filter", 0.1, _footprint_at(1)),   # (input, footprint, structure)
-    ("scipy.ndimage._nd_image", "generic_filter", 1.0, _footprint_at(2)),      # (input, function, footprint)
+    ("scipy.ndimage._nd_image", "generic_filter", 1.0, _generic_filter),
     ("scipy.ndimage._nd_image", "generic_filter1d", 1.0, _filter_1d),
     ("scipy.signal._sigtools", "_convolve2d", 0.35, _product_of_sizes),   # convolve2d, correlate2d
     ("scipy.signal._sigtools", "_correlateND", 3.0, _product_of_sizes),   # convolve/correlate(method='direct')

@@ -49,7 +49,7 @@ from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_o
                     add_stand_in_kind, dataclass_field_refusal, is_sandbox_class, is_sandbox_function,
                     refuse_raw_protocols_in_hooks, runtime_callable)
 from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
-from .charges import charge_native_work
+from . import charges as _charges   # (a module: either may be imported first)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -2406,7 +2406,7 @@ def register_library_guards() -> None:
     _guard_pandas_plot_backend()
     route_native_file_io()
     _serial_pandas_reads()
-    charge_native_work(CALL_GUARDS)
+    _charges.charge_native_work(CALL_GUARDS)
     np = sys.modules.get("numpy")
     if np is not None:
         _normalise_wrapped_indices(np)

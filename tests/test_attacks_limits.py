@@ -361,9 +361,9 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
     "import numpy as np\nx = np.linalg.pinv(np.ones((2500, 2000)))",
     "import numpy as np\nx = np.linalg.matrix_rank(np.ones((8, 1000, 1000)))",
     # R17-3 (review 17): einsum, scipy's image filters and 2-d convolution, graph and assignment algorithms
-    "import numpy as np\na = np.ones(600)\nx = np.einsum('i,j,k->', a, a, a)",
-    "import numpy as np\na = np.ones(600)\nx = np.einsum(a, [0], a, [1], a, [2], [])",
-    "import numpy as np\nx = np.einsum('...i,...j->', np.ones((2000, 300)), np.ones((2000, 300)))",
+    "import numpy as np\na = np.ones(1000)\nx = np.einsum('i,j,k->', a, a, a)",
+    "import numpy as np\na = np.ones(1000)\nx = np.einsum(a, [0], a, [1], a, [2], [])",
+    "import numpy as np\nx = np.einsum('...i,...j->', np.ones((4000, 600)), np.ones((4000, 600)))",
     "import numpy as np, scipy.ndimage as nd\nx = nd.median_filter(np.ones((1000, 1000)), size=20)",
     "import numpy as np, scipy.ndimage as nd\nx = nd.percentile_filter(np.ones((1000, 1000)), 20, size=20)",
     "import numpy as np, scipy.ndimage as nd\nx = nd.correlate(np.ones((1000, 1000)), np.ones((30, 30)))",
@@ -389,7 +389,7 @@ def test_one_c_call_of_much_work_is_charged_first(cell):
 def test_one_c_call_that_would_outrun_the_time_limit_is_refused_before_it_starts():
     """R17-3: the work is charged against the time left too (a tick budget far above it): a call whose estimate at
     the charged speed, a lower bound, alone passes the limit is refused instead of overrunning it."""
-    result = run_cell_in_child("import numpy as np\na = np.ones(400)\nx = np.einsum('i,j,k,l->', a, a, a, a[:100])\n"
+    result = run_cell_in_child("import numpy as np\na = np.ones(400)\nx = np.einsum('i,j,k,l->', a, a, a, a[:200])\n"
                                "leaked = True\n", limits=dict(TIGHT, ticks=10**10, timeout=3.0), ns=("leaked",),
                                report=("status", "ename", "evalue"), timeout=GIVE_UP)
     assert result.get("ename") == "TimeLimitExceeded" and "would run about" in result["evalue"], result

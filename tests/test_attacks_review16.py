@@ -393,10 +393,11 @@ _R16_6_MATMUL = pytest.mark.xfail(strict=True, reason="FINDING R16-6 (lesser, op
 @pytest.mark.parametrize("expr", ["np.einsum('i,j,k->', a, a, a)",
                                   pytest.param("np.ones((600, 600)) @ np.ones((600, 600))", marks=_R16_6_MATMUL)])
 def test_r16_6_einsum_matmul_work_is_charged(expr):
-    # 600**3 = 2.2e8 multiply-adds, about 0.2 s of C at the charged speed: past a 10**6 tick budget (0.1 s)
+    # 1000**3 = 1e9 label combinations over three operands, 0.3 s of C at the charged speed: past a 10**6 tick
+    # budget (0.1 s)
     rec = run_cells([(f"""
         import numpy as np
-        a = np.ones(600)
+        a = np.ones(1000)
         r = {expr}
         print("finished")
     """, {"ticks": 10**6, "timeout": 600.0})])
