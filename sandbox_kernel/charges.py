@@ -119,6 +119,12 @@ def _linear_filter(b, a, x, *args, **kwargs) -> int:
     return _size(x) * (_size(b) + _size(a))
 
 
+def _gcd(*integers) -> int:
+    """Lehmer's gcd of two n-digit ints (30-bit digits) takes about n**2 steps; math.gcd(*xs) folds pairwise."""
+    sizes = sorted((abs(x).bit_length() // 30 + 1 for x in integers if type(x) is int), reverse=True)
+    return sizes[0] * sizes[0] * (len(sizes) - 1) if len(sizes) > 1 else 0
+
+
 def _all_pairs(csgraph, *args, **kwargs) -> int:
     """Floyd-Warshall over n nodes: n**3."""
     n = _shape(csgraph)[0] if _shape(csgraph) else 0
@@ -158,6 +164,8 @@ _REPLACED = (
     ("scipy.signal._sigtools", "_correlateND", 3.0, _product_of_sizes),   # convolve/correlate(method='direct')
     ("scipy.signal._sigtools", "_medfilt2d", 0.15, _median_2d),
     ("scipy.signal._sigtools", "_linear_filter", 0.1, _linear_filter),   # lfilter
+    ("math", "gcd", 0.3, _gcd),       # and fractions' normalisation, which reads math.gcd at each call (R16-15)
+    ("math", "lcm", 0.3, _gcd),
 )
 # (module, attribute, ns per unit, units): called by the cell (Cython calls them within their module directly)
 _GUARDED = (
