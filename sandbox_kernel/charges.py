@@ -125,6 +125,31 @@ def _gcd(*integers) -> int:
     return sizes[0] * sizes[0] * (len(sizes) - 1) if len(sizes) > 1 else 0
 
 
+def _matrix_product(a, b, *args, **kwargs) -> int:
+    """a @ b of (..., m, k) and (..., k, n) stacks: every output point of the broadcast stack sums k products."""
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:
+        return 0
+    m = sa[-2] if len(sa) > 1 else 1
+    n = sb[-1] if len(sb) > 1 else 1
+    return max(math.prod(sa) * n, math.prod(sb) * m)
+
+
+def _dot(a, b, *args, **kwargs) -> int:
+    """np.dot sums over a's last and b's second-to-last axis for every pair of the other axes."""
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:
+        return 0
+    return math.prod(sa) * (math.prod(sb) // max(sb[-2] if len(sb) > 1 else sb[-1], 1))
+
+
+def charge_matrix_product(a, b) -> None:
+    """The cell's a @ b (the rewriter's binop gate): arrays only (a cell class's own __matmul__ runs as cell code)."""
+    np = sys.modules.get("numpy")
+    if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)) and cell_is_running():
+        _charge(_matrix_product(a, b), _BLAS_NS_PER_UNIT, "a matrix product")
+
+
 def _all_pairs(csgraph, *args, **kwargs) -> int:
     """Floyd-Warshall over n nodes: n**3."""
     n = _shape(csgraph)[0] if _shape(csgraph) else 0
@@ -164,6 +189,8 @@ _REPLACED = (
     ("scipy.signal._sigtools", "_correlateND", 3.0, _product_of_sizes),   # convolve/correlate(method='direct')
     ("scipy.signal._sigtools", "_medfilt2d", 0.15, _median_2d),
     ("scipy.signal._sigtools", "_linear_filter", 0.1, _linear_filter),   # lfilter
+    ("numpy", "dot", 0.005, _dot),                  # BLAS: np.dot, and pandas' DataFrame.dot / @ through it
+    ("numpy._core.numeric", "dot", 0.005, _dot),    # tensordot's
     ("math", "gcd", 0.3, _gcd),       # and fractions' normalisation, which reads math.gcd at each call (R16-15)
     ("math", "lcm", 0.3, _gcd),
 )
@@ -172,8 +199,11 @@ _GUARDED = (
     ("scipy.sparse.csgraph", "floyd_warshall", 0.25, _all_pairs),
     ("scipy.sparse.csgraph", "shortest_path", 0.25, _shortest_paths),
     ("scipy.optimize", "linear_sum_assignment", 0.02, _assignment),
+    ("numpy", "matmul", 0.005, _matrix_product),    # a ufunc: a @ b in the cell goes through the binop gate
+    ("numpy", "inner", 0.005, _dot),
 )
 _LAPACK_NS_PER_UNIT = 0.02
+_BLAS_NS_PER_UNIT = 0.005
 
 
 def charge_native_work(call_guards: dict) -> None:

@@ -1476,7 +1476,8 @@ class Gates:
         return self.binop(a, "**", k)
 
     def binop(self, a, op, b):
-        """``a * b``, ``a ** b``, ``a << b``, refused before they start when the result would be huge."""
+        """``a * b``, ``a ** b``, ``a << b``, refused before they start when the result would be huge; ``a @ b``,
+        charged first (charges.charge_matrix_product)."""
         ta = type(a)
         tb = type(b)
         if ta is float or tb is float:
@@ -1559,6 +1560,8 @@ class Gates:
         elif op == "<<":
             if isinstance(a, int) and isinstance(b, int) and a and int.bit_length(a) + int(b) > MAX_INT_BITS:
                 self._too_large(f"shifting an integer left by {int(b):,} bits", _INT_RULE)
+        elif op == "@":
+            _guards._charges.charge_matrix_product(a, b)
         return a, b
 
     def random_bits(self, getrandbits, k):
@@ -3349,7 +3352,7 @@ def _cell_line() -> int | None:
 # Operators and sized builtins
 # ------------------------------------------------------------------------------------------------
 
-_BINARY = {"*": operator.mul, "**": operator.pow, "<<": operator.lshift}
+_BINARY = {"*": operator.mul, "**": operator.pow, "<<": operator.lshift, "@": operator.matmul}
 _SIZED_OPS = frozenset(_BINARY)
 _INPLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "@": operator.imatmul,
             "/": operator.itruediv, "%": operator.imod, "**": operator.ipow, "<<": operator.ilshift,

@@ -101,7 +101,7 @@ def _small_int_const(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) <= _SMALL_EXPONENT
 
 
-_OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<"}
+_OP_NAMES = {ast.Mult: "*", ast.Pow: "**", ast.LShift: "<<", ast.MatMult: "@"}
 
 
 def _has_starred(target) -> bool:
@@ -623,7 +623,7 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_BinOp(self, node):
         """'a * b' becomes '__st_mul__(a, b)', 'a ** 2' '__st_pow__(a, 2)' (a small int exponent) and 'a ** b'
-        '__st_binop__(a, "**", b)' (likewise <<),
+        '__st_binop__(a, "**", b)' (likewise << and @, whose matrix products are charged first),
         which refuse results that would be too large; 'a % b' becomes '__st_mod__(a, b)' and
         '"%10d" % x' (a literal format) '__st_percent__("%10d", x)', which bound %-format field widths.
         Other operators are unchanged."""

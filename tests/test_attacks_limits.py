@@ -376,6 +376,14 @@ def test_waits_and_big_arrays_end_by_their_limits(cell, ename):
     "import numpy as np\nfrom scipy.sparse import csgraph\nx = csgraph.floyd_warshall(np.ones((1000, 1000)))",
     "import numpy as np\nfrom scipy.sparse import csgraph\nx = csgraph.shortest_path(np.ones((1000, 1000)))",
     "import numpy as np\nfrom scipy.optimize import linear_sum_assignment\nx = linear_sum_assignment(np.ones((3000, 3000)))",
+    # R16-6: matrix products (BLAS), however written: 4000**3 multiply-adds
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = a @ a",
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = a.copy()\nx @= a",
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = np.dot(a, a)",
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = np.matmul(a, a)",
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = np.inner(a, a)",
+    "import numpy as np\na = np.ones((4000, 4000), np.float32)\nx = np.tensordot(a, a, 1)",
+    "import numpy as np, pandas as pd\nd = pd.DataFrame(np.ones((4000, 4000), np.float32))\nx = d @ d",
 ])
 def test_one_c_call_of_much_work_is_charged_first(cell):
     """R11-7: pbkdf2_hmac's rounds run in C with the GIL released and allocate nothing (a 1 s limit did not

@@ -11,7 +11,7 @@ with uncommitted edits to gates.py, guards.py and confine.py (not mine). There, 
 than WRAPPER_ASSIGNMENTS/WRAPPER_UPDATES, and the tests of R16-2, R16-3 (a, b, c), R16-4, R16-5, R16-11 (a, b), R16-12,
 R16-13 (a, b) and R16-14 XPASS (strict: reported as failures). Those marks should become plain tests once the fix is
 in. R16-1, R16-6 to R16-10 and R16-15 to R16-18 still xfail there.
-(Since then, by the lead: all closed but R16-6 for matrix products, R16-7, R16-9 and R16-10, which xfail below.)
+(Since then, by the lead: all closed but R16-7, R16-9 and R16-10, which xfail below.)
 
 FINDINGS (xfail strict; each fails on its own assertion under --runxfail)
   R16-1  LESSER  contextlib.ExitStack.enter_context.__wrapped__ is the original the sandbox patched (functools.wraps
@@ -385,14 +385,9 @@ def test_r16_5_update_wrapper_plants_gate_names_in_namespace():
     assert_no_secret(rec)
 
 
-_R16_6_MATMUL = pytest.mark.xfail(strict=True, reason="FINDING R16-6 (lesser, open for matrix products): ndarray @ / "
-                                  "np.matmul / np.dot run n**3 multiply-adds in one BLAS call that nothing charges: "
-                                  "(4000x4000) @ (4000x4000) ran 4.6 s past 0.5 s and reported ok (einsum is charged "
-                                  "since review 17: charges.py)")
-
-
+# R16-6: closed (einsum, and matrix products however written: charges.py, the binop gate for @)
 @pytest.mark.parametrize("expr", ["np.einsum('i,j,k->', a, a, a)",
-                                  pytest.param("np.ones((600, 600)) @ np.ones((600, 600))", marks=_R16_6_MATMUL)])
+                                  "np.ones((4000, 4000), np.float32) @ np.ones((4000, 4000), np.float32)"])
 def test_r16_6_einsum_matmul_work_is_charged(expr):
     # 1000**3 = 1e9 label combinations over three operands, 0.3 s of C at the charged speed: past a 10**6 tick
     # budget (0.1 s)
