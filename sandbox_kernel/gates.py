@@ -3224,10 +3224,19 @@ def _same_numbers_shape(obj, name, value) -> bool:
         np.ndarray.dtype.__get__(value).kind in "fc" and np.ndarray.dtype.__get__(current).kind in "fc"
 
 
-def _read_only_index_view(value):
+def _read_only_index_view(value, depth: int = 0):
+    """An integer array as a read-only view; a tuple, list or dict holding some (coo_array.coords,
+    Delaunay.vertex_neighbor_vertices: review 18, R18-1) as a new one of the same views."""
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.ndarray) and np.ndarray.dtype.__get__(value).kind in "iu":
-        return _read_only_view(value)
+    if np is None:
+        return value
+    t = type(value)
+    if t is np.ndarray or isinstance(value, np.ndarray):
+        return _read_only_view(value) if np.ndarray.dtype.__get__(value).kind in "iu" else value
+    if depth < 4 and (t is tuple or t is list):
+        return t(_read_only_index_view(item, depth + 1) for item in value)
+    if depth < 4 and t is dict:
+        return {key: _read_only_index_view(item, depth + 1) for key, item in value.items()}
     return value
 
 

@@ -10,6 +10,7 @@ become subclasses that still pass isinstance for the real class (_StandInMeta).
 """
 from __future__ import annotations
 
+import _thread
 import abc
 import array
 import collections
@@ -616,6 +617,22 @@ def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
         guarded.__doc__ = fn.__doc__
         return runtime_callable(guarded)
     return factory
+
+
+def _guard_set_module(fn, gates):
+    """numpy's and pandas' set_module(name) decorators write __module__ of what they decorate from library code,
+    past the write gate: pd.DataFrame renamed for the whole process (review 18, R18-9). The cell's own only."""
+    def set_module(module):
+        decorator = fn(module)
+
+        def apply(target):
+            if not (is_sandbox_class(target) or is_sandbox_function(target)):
+                gates.deny(CallDenied(f"set_module() of {_type_name(target)}", "it rewrites the object's __module__; "
+                                      "only classes and functions defined in the cell may be changed"))
+            return decorator(target)
+        return runtime_callable(apply)
+    set_module.__doc__ = fn.__doc__
+    return runtime_callable(set_module)
 
 
 # The parameter names these helpers give their target (update_wrapper(wrapper=...), no_type_check(arg=...)).
@@ -1526,6 +1543,9 @@ def _numpy_guards(np) -> dict:
     # np.random.set_state is the process-wide RandomState's bound method (the host draws from it too)
     guards[np.random.set_state] = lambda fn, gates: runtime_callable(
         lambda state, *a, **k: fn(checked_random_state(state), *a, **k))
+    # np.info(name, toplevel=M) imports any module by name and prints what it finds in it and its submodules (a host
+    # module's strings), keeping M in numpy's process-wide cache (review 18, R18-2): numpy's own docs only
+    guards[np.info] = _guard_numpy_info
     add_stand_in_kind("random_state", np.random.RandomState, ("set_state",))
     _guard_array_unlock(np)
     if _guard_numpy_constructor(np):
@@ -1540,6 +1560,16 @@ def _numpy_guards(np) -> dict:
             if fn is not None:
                 guards[fn] = _guard_numpy_buffer_function
     return guards
+
+
+def _guard_numpy_info(fn, gates):
+    def info(object=None, maxwidth=76, output=None, toplevel="numpy"):
+        if type(toplevel) is not str or toplevel != "numpy":
+            gates.deny(CallDenied("np.info(toplevel=...)", "it imports and searches any module by name",
+                                  hint="np.info(obj) looks in numpy"))
+        return fn(object, maxwidth, output, "numpy")
+    info.__name__, info.__doc__ = "info", fn.__doc__
+    return runtime_callable(info)
 
 
 # numpy reads '__array_interface__' off any object it converts and trusts the address in it. Library
@@ -1807,7 +1837,11 @@ class _ObjectState:
 
     def _dict(self) -> dict:
         target = self._target()
-        return target if self._items else object.__getattribute__(target, "__dict__")
+        if self._items:
+            return target
+        if type(target) is _thread._local:   # a thread-local's dict, of the thread asking (the cell's)
+            return _thread._local.__getattribute__(target, "__dict__")
+        return object.__getattribute__(target, "__dict__")
 
     def read(self) -> dict:
         return dict.copy(self._dict())
@@ -1817,6 +1851,26 @@ class _ObjectState:
         if dict.keys(current) != dict.keys(wanted) or any(current[k] is not wanted[k] for k in wanted):
             dict.clear(target)
             dict.update(target, wanted)
+
+
+class _ModuleGlobals:
+    """Module globals a library function rebinds (scipy.cluster.hierarchy's set_link_color_palette: review 18, R18-7)."""
+
+    def __init__(self, name: str, module: str, names: tuple):
+        self.name, self._module, self._names = name, module, names
+
+    def available(self) -> bool:
+        return self._module in sys.modules
+
+    def read(self) -> tuple:
+        namespace = sys.modules[self._module].__dict__
+        return tuple(namespace.get(n, _MISSING) for n in self._names)
+
+    def install(self, wanted: tuple, current: tuple, entering: bool) -> None:
+        namespace = sys.modules[self._module].__dict__
+        for name, value, now in zip(self._names, wanted, current):
+            if value is not now and value is not _MISSING:
+                namespace[name] = value
 
 
 class _SlotState:
@@ -1879,12 +1933,18 @@ class _NumpyGlobalRandom:
 
     @staticmethod
     def read():
-        return sys.modules["numpy.random.mtrand"]._rand.get_state()
+        # the bit generator object too: np.random.set_bit_generator(bg) replaced it for the host (review 18, R18-8)
+        mtrand = sys.modules["numpy.random.mtrand"]
+        return mtrand.get_bit_generator(), mtrand._rand.get_state(legacy=False)
 
     @staticmethod
     def install(wanted, current, entering: bool) -> None:
-        if wanted is not current:
-            sys.modules["numpy.random.mtrand"]._rand.set_state(wanted)
+        if wanted is current:
+            return
+        mtrand = sys.modules["numpy.random.mtrand"]
+        if mtrand.get_bit_generator() is not wanted[0]:
+            mtrand.set_bit_generator(wanted[0])
+        mtrand._rand.set_state(wanted[1])
 
 
 def forget_cell_keys_in_plotly_validators() -> None:
@@ -2105,7 +2165,14 @@ LIBRARY_STATE = (_PandasOptions(),
                  _ObjectState("plotly.io defaults", "plotly.io._defaults", "defaults"),
                  _ObjectState("plotly.io json config", "plotly.io._json", "config"),
                  _ClassData("numpy.polynomial print style", "numpy.polynomial._polybase", "ABCPolyBase",
-                            ("_use_unicode",)), _ProcessLocale())
+                            ("_use_unicode",)), _ProcessLocale(),
+                 # scipy's thread-local settings (the cell's thread is the host's at level none) and module globals
+                 # set by a function call, never restored by scipy (review 18, R18-5, R18-6, R18-7)
+                 _ObjectState("scipy.sparse.linalg solver choice", "scipy.sparse.linalg._dsolve.linsolve",
+                              "useUmfpack"),
+                 _ObjectState("scipy.fft default workers", "scipy.fft._pocketfft.helper", "_config"),
+                 _ModuleGlobals("scipy.cluster.hierarchy link colours", "scipy.cluster.hierarchy",
+                                ("_link_line_colors",)))
 
 
 def object_kept_per_engine(obj) -> bool:
@@ -2214,6 +2281,77 @@ def _hash_object_keys_from_a_copy() -> None:
         if module is not None and getattr(module, "duplicated", None) is original:
             module.duplicated = duplicated
     _KEEP.append(original)
+
+
+# -- FITPACK: knots, coefficients and degrees as arrays it indexes -------------------------------------------------
+# FITPACK's Fortran takes a spline as (t, c, k) and trusts that there are at least 2k + 2 knots and n - k - 1
+# coefficients: splev with k = 50 over ten knots ran off both arrays (SIGSEGV), k = 5 over three read heap words
+# back (review 18, R18-12); PPoly.from_spline, splint, sproot, spalde, insert, bisplev reach the same wrappers, and
+# so does the deprecated shim scipy.interpolate.dfitpack. Every route ends in the raw wrappers of scipy's
+# _dfitpack and _fitpack modules, which scipy's Python looks up on the module at each call: replaced there, they
+# check the shapes first while a cell runs (a BSpline checks its own when it is made).
+
+def _knots_refusal(t, k):
+    """(why, n - k - 1): why the knots t cannot carry degree k (None when they can), and the coefficients they need."""
+    np = sys.modules["numpy"]
+    t = np.asarray(t)
+    if type(k) is not int and not isinstance(k, np.integer):
+        return "the degree must be an int", 0
+    k = int(k)
+    n = t.shape[0] if t.ndim == 1 else 0
+    if not 0 <= k <= 5 or n < 2 * k + 2:
+        return f"degree {k} needs at least {2 * k + 2} knots (given {n})", 0
+    if t.dtype.kind not in "fiu" or not bool(np.all(t[1:] >= t[:-1])):
+        return "knots must be numbers in order", 0
+    return None, n - k - 1
+
+
+def _curve_refusal(t, c, k):
+    why, needed = _knots_refusal(t, k)
+    size = sys.modules["numpy"].asarray(c).size
+    return why or (f"{needed} coefficients are needed (given {size})" if size < needed else None)
+
+
+def _surface_refusal(tx, ty, c, kx, ky):
+    why_x, nx = _knots_refusal(tx, kx)
+    why_y, ny = _knots_refusal(ty, ky)
+    size = sys.modules["numpy"].asarray(c).size
+    return why_x or why_y or (f"{nx * ny} coefficients are needed (given {size})" if size < nx * ny else None)
+
+
+def _checked_fitpack(name, original, refusal):
+    """refusal(*args, **kwargs): why the call's spline cannot be what FITPACK will index, or None."""
+    def checked(*args, **kwargs):
+        if cell_is_running():
+            why = refusal(*args, **kwargs)
+            if why is not None:
+                _refuse(genuine(CallDenied(f"scipy.interpolate's FITPACK {name}: {why}",
+                                           "FITPACK trusts the spline's shape and would read past it",
+                                           hint="make the spline with scipy.interpolate.BSpline(t, c, k)")))
+        return original(*args, **kwargs)
+    checked.__name__, checked.__doc__, checked.__st_checked__ = name, original.__doc__, True
+    return runtime_callable(checked)
+
+
+_FITPACK_SPLINES = {   # (module, name): why the call's spline is refused, from its arguments
+    ("scipy.interpolate._dfitpack", "splev"): lambda t, c, k, *a, **kw: _curve_refusal(t, c, k),
+    ("scipy.interpolate._dfitpack", "splder"): lambda t, c, k, *a, **kw: _curve_refusal(t, c, k),
+    ("scipy.interpolate._dfitpack", "splint"): lambda t, c, k, *a, **kw: _curve_refusal(t, c, k),
+    ("scipy.interpolate._dfitpack", "sproot"): lambda t, c, *a, **kw: _curve_refusal(t, c, 3),
+    ("scipy.interpolate._dfitpack", "spalde"): lambda t, c, k1, *a, **kw: _curve_refusal(t, c, int(k1) - 1),
+    ("scipy.interpolate._dfitpack", "parder"): lambda tx, ty, c, kx, ky, *a, **kw: _surface_refusal(tx, ty, c, kx, ky),
+    ("scipy.interpolate._dfitpack", "bispev"): lambda tx, ty, c, kx, ky, *a, **kw: _surface_refusal(tx, ty, c, kx, ky),
+    ("scipy.interpolate._dfitpack", "dblint"): lambda tx, ty, c, kx, ky, *a, **kw: _surface_refusal(tx, ty, c, kx, ky),
+    ("scipy.interpolate._fitpack", "_insert"): lambda per, t, c, k, *a, **kw: _curve_refusal(t, c, k),
+}
+
+
+def _check_fitpack_arguments() -> None:
+    for (module_name, name), splines in _FITPACK_SPLINES.items():
+        module = sys.modules.get(module_name)
+        original = getattr(module, name, None)
+        if original is not None and not getattr(original, "__st_checked__", False):
+            setattr(module, name, _checked_fitpack(name, original, splines))
 
 
 def _check_sparse_indices_fully() -> None:
@@ -2389,6 +2527,12 @@ def register_library_guards() -> None:
             _KEEP.append(reader)
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
+    _check_fitpack_arguments()
+    for module, name in (("numpy._utils", "set_module"), ("pandas.util._decorators", "set_module")):
+        setter = getattr(sys.modules.get(module), name, None)
+        if setter is not None and setter not in CALL_GUARDS:
+            CALL_GUARDS[setter] = _guard_set_module
+            _KEEP.append(setter)
     if "scipy.ndimage" in sys.modules and not _NDIMAGE_GUARDED:
         for fn in _ndimage_writers():
             CALL_GUARDS.setdefault(fn, _guard_output_arrays)
