@@ -216,7 +216,8 @@ def test_scipy_execs_only_its_template_whatever_sets_it(sandbox, outside, host_s
     evil = PAYLOAD.format(marker=marker) + ("def _parse_args(self, *a, **k): return a, 0, 1\n"
                                             "_parse_args_stats = _parse_args_rvs = _parse_args\n")
     r = sandbox.run(f"from scipy import stats\nEVIL = {evil!r}\n" + SCIPY_INSTANCE_ROUTES[route])
-    assert not r.ok and r.error_name == "OperationDenied", r
+    # (copy refuses the cell's state for a library subclass before scipy sees it: test_attacks_library_writes)
+    assert not r.ok and r.error_name == ("CallDenied" if route == "getstate_then_copy" else "OperationDenied"), r
     assert not marker.exists() and not r.leaked(host_secret), r
 
 
