@@ -467,6 +467,157 @@ checked_nb_bool(PyObject *a)
         numbers->slot = checked_##slot;                                                                \
     }
 
+/* Resuming a generator from C (next(), a for loop's FOR_ITER, `yield from`'s send) starts a new evaluation of its
+   frame that CPython 3.11 does not count against the recursion limit: next() on 100,000 nested generator
+   expressions overflowed the C stack (review 18, R18-10). Both ways in (tp_iternext, am_send) count it. */
+static iternextfunc original_gen_iternext = NULL;
+static sendfunc original_gen_send = NULL;
+
+static PyObject *
+checked_gen_iternext(PyObject *gen)
+{
+    PyObject *r;
+    if (Py_EnterRecursiveCall(" while resuming a generator"))
+        return NULL;
+    r = original_gen_iternext(gen);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static PySendResult
+checked_gen_send(PyObject *gen, PyObject *arg, PyObject **result)
+{
+    PySendResult r;
+    if (Py_EnterRecursiveCall(" while resuming a generator")) {
+        *result = NULL;
+        return PYGEN_ERROR;
+    }
+    r = original_gen_send(gen, arg, result);
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static PyObject *
+guard_generator_resumption(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    if (PyGen_Type.tp_iternext != NULL && PyGen_Type.tp_iternext != checked_gen_iternext) {
+        original_gen_iternext = PyGen_Type.tp_iternext;
+        PyGen_Type.tp_iternext = checked_gen_iternext;
+    }
+    if (PyGen_Type.tp_as_async != NULL && PyGen_Type.tp_as_async->am_send != NULL &&
+            PyGen_Type.tp_as_async->am_send != checked_gen_send) {
+        original_gen_send = PyGen_Type.tp_as_async->am_send;
+        PyGen_Type.tp_as_async->am_send = checked_gen_send;
+    }
+    PyType_Modified(&PyGen_Type);
+    Py_RETURN_NONE;
+}
+
+/* Freeing a chain of objects nested a million deep recurses once per object in C: CPython's own containers defer
+   deep frees (the "trashcan"), but slice, staticmethod, classmethod, property, operator's getters, deque and numpy's
+   arrays free what they hold directly, and slice(slice(...)) a million deep overflowed the C stack when dropped
+   (review 18, R18-11). guard_deallocation(types) gives those types a deallocator that frees at most
+   DEALLOC_DEPTH_LIMIT nested objects on the C stack and parks deeper ones (unreachable already: their count is 0),
+   freeing them one after another when the outermost free returns. A parked object that the garbage collector
+   tracks is untracked while it waits (the collector must not see a dead object) and tracked again just before
+   its own deallocator runs, which untracks it first thing. */
+#define DEALLOC_DEPTH_LIMIT 500
+#define GUARDED_DEALLOC_TYPES 16
+
+static PyTypeObject *dealloc_types[GUARDED_DEALLOC_TYPES];
+static destructor dealloc_originals[GUARDED_DEALLOC_TYPES];
+static int dealloc_type_count = 0;
+static int dealloc_depth = 0;
+static PyObject **parked = NULL;
+static Py_ssize_t parked_count = 0, parked_capacity = 0;
+
+static destructor
+original_dealloc_of(PyTypeObject *type)
+{
+    int i;
+    for (; type != NULL; type = type->tp_base)   /* a subclass's deallocator ends in its guarded base's */
+        for (i = 0; i < dealloc_type_count; i++)
+            if (dealloc_types[i] == type)
+                return dealloc_originals[i];
+    return NULL;
+}
+
+static void
+free_now(PyObject *op)
+{
+    destructor original = original_dealloc_of(Py_TYPE(op));
+    dealloc_depth++;
+    original(op);
+    dealloc_depth--;
+}
+
+static void deferring_dealloc(PyObject *op);
+
+static int
+park(PyObject *op)
+{
+    PyObject **grown;
+    if (parked_count == parked_capacity) {
+        Py_ssize_t capacity = parked_capacity ? parked_capacity * 2 : 1024;
+        grown = PyMem_RawRealloc(parked, (size_t)capacity * sizeof(PyObject *));
+        if (grown == NULL)
+            return -1;
+        parked = grown;
+        parked_capacity = capacity;
+    }
+    if (PyType_IS_GC(Py_TYPE(op)) && PyObject_GC_IsTracked(op))
+        PyObject_GC_UnTrack(op);
+    parked[parked_count++] = op;
+    return 0;
+}
+
+static void
+deferring_dealloc(PyObject *op)
+{
+    PyObject *next;
+    if (dealloc_depth >= DEALLOC_DEPTH_LIMIT && park(op) == 0)
+        return;
+    free_now(op);
+    if (dealloc_depth > 0)
+        return;
+    while (parked_count > 0) {   /* the outermost free: what was parked, each at the bottom of the C stack again */
+        next = parked[--parked_count];
+        if (PyType_IS_GC(Py_TYPE(next)))
+            PyObject_GC_Track(next);
+        free_now(next);
+    }
+}
+
+/* guard_deallocation(types): each type (and its subclasses, through it) frees with deferring_dealloc. */
+static PyObject *
+guard_deallocation(PyObject *Py_UNUSED(module), PyObject *types)
+{
+    Py_ssize_t i;
+    PyTypeObject *type;
+    if (!PyTuple_Check(types)) {
+        PyErr_SetString(PyExc_TypeError, "guard_deallocation: a tuple of types is needed");
+        return NULL;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(types); i++) {
+        if (!PyType_Check(PyTuple_GET_ITEM(types, i))) {
+            PyErr_SetString(PyExc_TypeError, "guard_deallocation: a tuple of types is needed");
+            return NULL;
+        }
+        type = (PyTypeObject *)PyTuple_GET_ITEM(types, i);
+        if (type->tp_dealloc == deferring_dealloc || type->tp_dealloc == NULL)
+            continue;
+        if (dealloc_type_count == GUARDED_DEALLOC_TYPES) {
+            PyErr_SetString(PyExc_OverflowError, "guard_deallocation: too many types");
+            return NULL;
+        }
+        dealloc_types[dealloc_type_count] = type;
+        dealloc_originals[dealloc_type_count++] = type->tp_dealloc;
+        type->tp_dealloc = deferring_dealloc;
+        PyType_Modified(type);
+    }
+    Py_RETURN_NONE;
+}
+
 /* guard_c_recursion(ndarray): tuple's hash and ndarray's number slots check the recursion depth. */
 static PyObject *
 guard_c_recursion(PyObject *Py_UNUSED(module), PyObject *cls)
@@ -1281,6 +1432,10 @@ static PyMethodDef methods[] = {
      "guard_metaclass(cls): a metaclass that copied type's original constructor or setattr slot gets the checked one"},
     {"guard_class_writes", guard_class_writes, METH_VARARGS,
      "guard_class_writes(check, names): writing one of names on a class asks check(cls, name, value) while a cell runs"},
+    {"guard_deallocation", guard_deallocation, METH_O,
+     "guard_deallocation(types): freeing deeply nested objects of these types never recurses past a bound"},
+    {"guard_generator_resumption", guard_generator_resumption, METH_NOARGS,
+     "guard_generator_resumption(): resuming a generator from C counts against the recursion limit"},
     {"guard_class_assignment", guard_class_assignment, METH_O,
      "guard_class_assignment(check): assigning __class__ asks check(obj, new_class) while a cell runs"},
     {"install", install, METH_O, "install(numpy_api_capsule) -> bool: bound numpy allocations in this context"},

@@ -150,6 +150,15 @@ def charge_matrix_product(a, b) -> None:
         _charge(_matrix_product(a, b), _BLAS_NS_PER_UNIT, "a matrix product")
 
 
+def _distances(xa, xb=None, *args, **kwargs) -> int:
+    """cdist(XA, XB) compares every row of XA with every row of XB over their columns; pdist(X) every pair of X's."""
+    sa = _shape(xa)
+    sb = _shape(xb) if xb is not None and not isinstance(xb, str) and not callable(xb) else sa
+    if len(sa) != 2 or len(sb) != 2:
+        return 0
+    return sa[0] * sb[0] * sa[1]
+
+
 def _all_pairs(csgraph, *args, **kwargs) -> int:
     """Floyd-Warshall over n nodes: n**3."""
     n = _shape(csgraph)[0] if _shape(csgraph) else 0
@@ -199,6 +208,8 @@ _GUARDED = (
     ("scipy.sparse.csgraph", "floyd_warshall", 0.25, _all_pairs),
     ("scipy.sparse.csgraph", "shortest_path", 0.25, _shortest_paths),
     ("scipy.optimize", "linear_sum_assignment", 0.02, _assignment),
+    ("scipy.spatial.distance", "cdist", 0.1, _distances),     # (review 18, R18-13)
+    ("scipy.spatial.distance", "pdist", 0.1, _distances),
     ("numpy", "matmul", 0.005, _matrix_product),    # a ufunc: a @ b in the cell goes through the binop gate
     ("numpy", "inner", 0.005, _dot),
 )

@@ -1178,6 +1178,7 @@ def _guard_numpy_constructor(np) -> bool:
     _numpyguard.guard_array_new(np.ndarray, runtime_callable(check_new_array))
     if hasattr(_numpyguard, "guard_c_recursion"):
         _numpyguard.guard_c_recursion(np.ndarray)   # tuple hashes, self-holding object arrays (N4-11)
+        _numpyguard.guard_deallocation((np.ndarray,))   # object arrays nested 300,000 deep (R18-11)
     _numpyguard.guard_array_buffer(np.ndarray, np.dtype, runtime_callable(_refuse_object_buffer))
     pending = list(np.ndarray.__subclasses__())
     while pending:
@@ -1255,6 +1256,14 @@ def _same(value):
 
 
 _charge_deque_concatenation()
+if _numpyguard is not None:
+    # next() on 100,000 nested generator expressions overflowed the C stack (review 18, R18-10): resuming a generator
+    # from C counts against the recursion limit, for the whole process (host code included: a limit, not a refusal)
+    _numpyguard.guard_generator_resumption()
+    # freeing slice(slice(...)) a million deep overflowed the C stack (review 18, R18-11): types whose deallocator
+    # frees what they hold directly, without CPython's deferral of deep frees (numpy's arrays: when numpy loads)
+    _numpyguard.guard_deallocation((slice, staticmethod, classmethod, property, operator.itemgetter,
+                                    operator.attrgetter, operator.methodcaller, collections.deque, super))
 
 
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'

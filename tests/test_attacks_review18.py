@@ -323,9 +323,7 @@ def test_r18_9_ma_set_module_rewrites_library_module_names():
     assert r["probe"].get("mod") == "numpy" and r["probe"].get("pickled") is True, r["probe"]
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-10 (full): next() on 100,000 nested generator expressions "
-                                       "((x for x in it) in a loop) overflows the C stack: the host process dies "
-                                       "with SIGSEGV (the C-iterator nesting bound does not cover generators)")
+# R18-10: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_10_nested_generator_expressions_kill_host():
     cell = ("it = iter([1])\nfor i in range(100000):\n    it = (x for x in it)\n"
             "try:\n    print(next(it))\nexcept RecursionError:\n    print('recursion refused')\n")
@@ -335,9 +333,7 @@ def test_r18_10_nested_generator_expressions_kill_host():
     assert len(r["cells"]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-11 (full): freeing 10**6 nested slice objects (also staticmethod, "
-                                       "property, operator.itemgetter) recurses in C deallocators without a trashcan: "
-                                       "the host process dies with SIGSEGV")
+# R18-11: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_11_nested_slice_dealloc_kills_host():
     cell = "s = 0\nfor i in range(1000000):\n    s = slice(s)\nprint('built')\ndel s\nprint('freed')\n"
     r = run([cell, "print('after')"])
@@ -345,8 +341,7 @@ def test_r18_11_nested_slice_dealloc_kills_host():
     assert len(r["cells"]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-11b (full): the same deallocation recursion through nested "
-                                       "staticmethod objects kills the host")
+# R18-11b: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_11b_nested_staticmethod_dealloc_kills_host():
     cell = "s = 0\nfor i in range(1000000):\n    s = staticmethod(s)\nprint('built')\ndel s\nprint('freed')\n"
     r = run([cell, "print('after')"])
@@ -354,8 +349,7 @@ def test_r18_11b_nested_staticmethod_dealloc_kills_host():
     assert len(r["cells"]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-11c (full): the same deallocation recursion through 300,000 nested "
-                                       "numpy object arrays (numpy's array_dealloc) kills the host")
+# R18-11c: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_11c_nested_numpy_object_arrays_dealloc_kills_host():
     cell = ("import numpy as np\ns = 0\nfor i in range(300000):\n    a = np.empty(1, dtype=object)\n    a[0] = s\n"
             "    s = a\nprint('built')\ndel s, a\nprint('freed')\n")
@@ -364,8 +358,7 @@ def test_r18_11c_nested_numpy_object_arrays_dealloc_kills_host():
     assert len(r["cells"]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-11d (full): the same deallocation recursion through nested "
-                                       "collections.deque objects kills the host")
+# R18-11d: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_11d_nested_deques_dealloc_kills_host():
     cell = ("import collections\ns = 0\nfor i in range(1000000):\n    s = collections.deque([s])\n"
             "print('built')\ndel s\nprint('freed')\n")
@@ -395,8 +388,7 @@ def test_r18_12b_splev_reads_out_of_bounds():
     assert c["status"] == "error", f"splev returned {text(c)!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="FINDING R18-13 (lesser): scipy.spatial.distance.cdist/pdist do n*m*d work in "
-                                       "one uncharged C loop: a cell runs many times past its time limit")
+# R18-13: closed by the lead the same session (the test passes; it was a strict xfail)
 def test_r18_13_cdist_overruns_time_limit():
     # imports in a cell of their own (a cold scipy import alone can take ~1 s)
     limits = dict(LIMITS_1S, timeout=2.0)
