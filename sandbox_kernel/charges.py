@@ -159,6 +159,17 @@ def _distances(xa, xb=None, *args, **kwargs) -> int:
     return sa[0] * sb[0] * sa[1]
 
 
+def charge_concatenations(start, items) -> None:
+    """sum(items, start) of lists or tuples: every step copies the running total (the sized-builtins gate calls this)."""
+    if not cell_is_running():
+        return
+    running, copied = len(start), 0
+    for item in items:
+        running += len(item) if type(item) is list or type(item) is tuple else 1
+        copied += running
+    _charge(copied, 1.0, "sum() of sequences")
+
+
 def _all_pairs(csgraph, *args, **kwargs) -> int:
     """Floyd-Warshall over n nodes: n**3."""
     n = _shape(csgraph)[0] if _shape(csgraph) else 0

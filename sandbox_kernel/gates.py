@@ -1679,6 +1679,14 @@ class Gates:
                     self._too_large(f"{fn.__name__}() of {n:,} items")
             if n > 1000 and self.budget is not None and type(first) is not int:
                 self.budget.charge(n)   # items consumed in C count as ticks; bytes(n) is one memset
+            if fn is sum:
+                start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+                if type(start) is list or type(start) is tuple:
+                    # a + b copies both: summing sequences is quadratic in C (review 18, R18-3)
+                    if type(first) is not list and type(first) is not tuple:
+                        first = list(first)
+                        args = (first,) + args[1:]
+                    _guards._charges.charge_concatenations(start, first)
         return fn(*args, **kwargs)
 
     def checked_growth(self, name, text, method, args, kwargs):
