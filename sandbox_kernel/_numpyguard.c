@@ -528,7 +528,14 @@ static PyTypeObject *dealloc_types[GUARDED_DEALLOC_TYPES];
 static destructor dealloc_originals[GUARDED_DEALLOC_TYPES];
 static int dealloc_type_count = 0;
 static int dealloc_depth = 0;
-static PyObject **parked = NULL;
+
+typedef struct {
+    PyObject *op;
+    PyTypeObject *heap_type;   /* a reference held while parked: the type may lose its last one meanwhile */
+    int untracked;             /* untracked by park(): tracked again before its deallocator untracks it */
+} Parked;
+
+static Parked *parked = NULL;
 static Py_ssize_t parked_count = 0, parked_capacity = 0;
 
 static destructor
@@ -551,30 +558,38 @@ free_now(PyObject *op)
     dealloc_depth--;
 }
 
-static void deferring_dealloc(PyObject *op);
-
 static int
 park(PyObject *op)
 {
-    PyObject **grown;
+    Parked *grown;
+    PyTypeObject *type = Py_TYPE(op);
     if (parked_count == parked_capacity) {
         Py_ssize_t capacity = parked_capacity ? parked_capacity * 2 : 1024;
-        grown = PyMem_RawRealloc(parked, (size_t)capacity * sizeof(PyObject *));
+        grown = PyMem_RawRealloc(parked, (size_t)capacity * sizeof(Parked));
         if (grown == NULL)
             return -1;
         parked = grown;
         parked_capacity = capacity;
     }
-    if (PyType_IS_GC(Py_TYPE(op)) && PyObject_GC_IsTracked(op))
+    parked[parked_count].op = op;
+    parked[parked_count].heap_type = NULL;
+    parked[parked_count].untracked = 0;
+    if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        Py_INCREF(type);
+        parked[parked_count].heap_type = type;
+    }
+    if (PyType_IS_GC(type) && PyObject_GC_IsTracked(op)) {
         PyObject_GC_UnTrack(op);
-    parked[parked_count++] = op;
+        parked[parked_count].untracked = 1;
+    }
+    parked_count++;
     return 0;
 }
 
 static void
 deferring_dealloc(PyObject *op)
 {
-    PyObject *next;
+    Parked next;
     if (dealloc_depth >= DEALLOC_DEPTH_LIMIT && park(op) == 0)
         return;
     free_now(op);
@@ -582,9 +597,10 @@ deferring_dealloc(PyObject *op)
         return;
     while (parked_count > 0) {   /* the outermost free: what was parked, each at the bottom of the C stack again */
         next = parked[--parked_count];
-        if (PyType_IS_GC(Py_TYPE(next)))
-            PyObject_GC_Track(next);
-        free_now(next);
+        if (next.untracked)
+            PyObject_GC_Track(next.op);
+        free_now(next.op);
+        Py_XDECREF(next.heap_type);
     }
 }
 
