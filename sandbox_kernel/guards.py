@@ -1262,8 +1262,10 @@ if _numpyguard is not None:
     _numpyguard.guard_generator_resumption()
     # freeing slice(slice(...)) a million deep overflowed the C stack (review 18, R18-11): types whose deallocator
     # frees what they hold directly, without CPython's deferral of deep frees (numpy's arrays: when numpy loads)
+    # (generators too: a chain of unstarted ones dropped when a deep one raises frees itself recursively)
     _numpyguard.guard_deallocation((slice, staticmethod, classmethod, property, operator.itemgetter,
-                                    operator.attrgetter, operator.methodcaller, collections.deque, super))
+                                    operator.attrgetter, operator.methodcaller, collections.deque, super,
+                                    types.GeneratorType))
 
 
 # Library code that makes a read-only view writeable on purpose, found by reading the granted libraries'

@@ -100,3 +100,58 @@ def test_iterators_nested_through_cycle_and_chain_from_iterable_are_bounded(rout
 def test_counted_iterator_nesting_is_refused(wrapper):
     result = run_reporting(f"import itertools\nit = iter([(1,)])\nfor i in range(300000):\n    it = {wrapper}\nx = next(it)\n")
     assert result.get("ename") == "SizeDenied", result
+
+
+# From review 18 (docs/reviews.md, "Review 18").
+# --- R18-10: resuming nested generators from C ---------------------------------------------------------------------
+# CPython 3.11 does not count a generator resumed from C (next(), a loop's FOR_ITER, `yield from`'s send) against the
+# recursion limit: next() on 100,000 nested generator expressions overflowed the C stack. Both ways in now count.
+NESTED_GENERATORS = {
+    "generator_expressions": "it = iter([1])\nfor i in range(100000):\n    it = (x for x in it)\nnext(it)\n",
+    "yield_from": "def deep(it):\n    yield from it\nj = iter([1])\nfor i in range(100000):\n    j = deep(j)\nnext(j)\n",
+    "for_loops": "def deep(it):\n    for x in it:\n        yield x\nj = iter([1])\nfor i in range(100000):\n    j = deep(j)\n"
+                 "list(j)\n",
+    "send": "def deep(it):\n    x = yield from it\nj = iter([1])\nfor i in range(100000):\n    j = deep(j)\nj.send(None)\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(NESTED_GENERATORS))
+def test_nested_generators_end_in_a_recursion_error(route):
+    result = run_cell_in_child(NESTED_GENERATORS[route] + "\n#CELL\nprint('after')", report=("status", "ename", "returncode"),
+                               timeout=120)
+    assert "crashed" not in result and result["returncode"] == 0, result
+    assert result["status"] == "ok", result   # the second cell ran: the process is alive
+
+
+def test_recursive_generators_still_reach_a_useful_depth(sandbox):
+    r = sandbox.run("def walk(n):\n    if n:\n        yield n\n        yield from walk(n - 1)\nprint(sum(walk(400)))")
+    assert r.ok and r.stdout == "80200\n", r
+
+
+# --- R18-11: freeing objects nested a million deep ------------------------------------------------------------------
+# slice, staticmethod, classmethod, property, operator's getters, deque, super, generators and numpy's arrays free what they hold
+# directly (no trashcan): dropping a chain of a million killed the host. They free at most 500 deep on the C stack now
+# and park the rest (_numpyguard.guard_deallocation).
+NESTED_FREES = {
+    "slice": "x = slice(1)\nfor i in range(10**6):\n    x = slice(x)\ndel x\n",
+    "staticmethod": "x = 1\nfor i in range(10**6):\n    x = staticmethod(x)\ndel x\n",
+    "classmethod": "x = print\nfor i in range(10**6):\n    x = classmethod(x)\ndel x\n",
+    "property": "x = None\nfor i in range(10**6):\n    x = property(x)\ndel x\n",
+    "itemgetter": "import operator\nx = 0\nfor i in range(10**6):\n    x = operator.itemgetter(x)\ndel x\n",
+    "deque": "import collections\nx = collections.deque()\nfor i in range(10**6):\n    x = collections.deque([x])\ndel x\n",
+    # a cell's subclass, its class in the chain too (the class may lose its last reference while an instance waits)
+    "deque_subclass": "import collections\nclass S(collections.deque):\n    pass\nx = S()\nfor i in range(10**5):\n"
+                      "    x = S([x, S])\ndel x, S\n",
+    "numpy_object_arrays": "import numpy as np\na = np.empty(1, object)\nfor i in range(300000):\n"
+                           "    b = np.empty(1, object)\n    b[0] = a\n    a = b\ndel a, b\n",
+    "mixed": "import collections\nx = None\nfor i in range(300000):\n    x = slice(collections.deque([property(x)]))\n"
+             "del x\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(NESTED_FREES))
+def test_freeing_deeply_nested_objects_does_not_crash_the_process(route):
+    result = run_cell_in_child(NESTED_FREES[route] + "#CELL\nprint('after')", report=("status", "ename", "returncode"),
+                               limits={"timeout": 60.0}, timeout=180)
+    assert "crashed" not in result and result["returncode"] == 0, result
+    assert result["status"] == "ok", result
