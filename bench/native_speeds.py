@@ -22,7 +22,7 @@ from sandbox_kernel import charges
 
 def _charged(module: str, name: str) -> float:
     rates = {(m, n): ns for m, n, ns, _ in charges._REPLACED + charges._GUARDED}
-    return charges._LAPACK_NS_PER_UNIT if module == "lapack" else rates[(module, name)]
+    return charges._LAPACK_NS if module == "lapack" else rates[(module, name)]
 
 
 def _best(fn, reps: int = 3) -> float:

@@ -214,6 +214,7 @@ _REPLACED = (
     ("math", "gcd", 0.3, _gcd),       # and fractions' normalisation, which reads math.gcd at each call (R16-15)
     ("math", "lcm", 0.3, _gcd),
 )
+_LAPACK_NS = 0.02
 # (module, attribute, ns per unit, units): called by the cell (Cython calls them within their module directly)
 _GUARDED = (
     ("scipy.sparse.csgraph", "floyd_warshall", 0.25, _all_pairs),
@@ -223,8 +224,16 @@ _GUARDED = (
     ("scipy.spatial.distance", "pdist", 0.1, _distances),
     ("numpy", "matmul", 0.005, _matrix_product),    # a ufunc: a @ b in the cell goes through the binop gate
     ("numpy", "inner", 0.005, _dot),
-)
-_LAPACK_NS_PER_UNIT = 0.02
+) + tuple(("scipy.linalg", name, ns, _factorisation) for names, ns in (   # f2py's LAPACK: review 19, R19-2
+    # (a lower bound each: the non-symmetric eigenproblems and matrix functions cost several n**3 passes; schur of
+    # 2000 x 2000 ran 65 s)
+    (("eig", "eigvals", "schur", "qz", "ordqz", "hessenberg", "sqrtm", "logm", "funm", "signm", "cosm", "sinm",
+      "tanm", "solve_sylvester", "solve_continuous_are", "solve_discrete_are", "solve_continuous_lyapunov",
+      "solve_discrete_lyapunov"), 0.4),
+    (("svd", "svdvals", "pinv", "lstsq", "null_space", "orth", "polar", "expm"), 0.1),
+    (("eigh", "eigvalsh", "pinvh"), 0.05),
+    (("lu", "lu_factor", "qr", "rq", "inv", "solve", "det", "cholesky", "cho_factor", "ldl"), _LAPACK_NS),
+) for name in names)
 _BLAS_NS_PER_UNIT = 0.005
 
 
@@ -240,7 +249,7 @@ def charge_native_work(call_guards: dict) -> None:
     if lapack is not None and np is not None:
         for name in [n for n in dir(lapack) if not n.startswith("_")]:
             if isinstance(getattr(lapack, name), np.ufunc):
-                _charge_before(lapack, name, _LAPACK_NS_PER_UNIT, _factorisation)
+                _charge_before(lapack, name, _LAPACK_NS, _factorisation)
     for module_name, name, ns, units in _GUARDED:
         fn = getattr(sys.modules.get(module_name), name, None)
         if fn is not None and fn not in call_guards:

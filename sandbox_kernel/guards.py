@@ -22,6 +22,7 @@ import enum
 import functools
 import hashlib
 import heapq
+import inspect
 import io
 import itertools
 import locale
@@ -2357,6 +2358,78 @@ _FITPACK_SPLINES = {   # (module, name): why the call's spline is refused, from 
 }
 
 
+def _rows(a) -> int:
+    np = sys.modules["numpy"]
+    shape = np.shape(a)
+    return int(shape[0]) if shape else 0
+
+
+def _linkage_refusal(Z, *arrays, rows_of=(), points_of=()):
+    """scipy.cluster's Cython kernels read one row of each array in rows_of per link of Z and one entry of each
+    array in points_of per point (review 19, R19-5: R = np.ones((1, 4)) under 300,000 links read the heap)."""
+    links = _rows(Z)
+    for i in rows_of:
+        if _rows(arrays[i]) < links:
+            return f"an array of {_rows(arrays[i]):,} rows for a linkage of {links:,} links"
+    for i in points_of:
+        if sys.modules["numpy"].size(arrays[i]) < links + 1:
+            return f"an array of {sys.modules['numpy'].size(arrays[i]):,} entries for {links + 1:,} points"
+    return None
+
+
+_HIERARCHY_KERNELS = {   # name: (arguments after Z read per link, read per point)
+    "cluster_in": ((0,), (1,)), "cluster_dist": ((), (0,)), "cluster_maxclust_dist": ((), (0,)),
+    "cluster_monocrit": ((0,), (1,)), "cluster_maxclust_monocrit": ((0,), (1,)),
+    "get_max_dist_for_each_cluster": ((0,), ()), "get_max_Rfield_for_each_cluster": ((0, 1), ()),
+    "leaders": ((), (0,)),
+}
+
+
+def _mahalanobis_refusal(*arrays, VI=None, V=None, w=None, **kwargs):
+    """The distance kernels read VI as n x n and V, w as n long, n the points' columns (R19-4: VI of 2 x 2 with 40
+    columns read 1,596 doubles past it; 3,000 columns killed the host)."""
+    np = sys.modules["numpy"]
+    n = int(np.shape(arrays[0])[1]) if np.ndim(arrays[0]) == 2 else 0
+    if VI is not None and np.shape(VI) != (n, n):
+        return f"VI of shape {np.shape(VI)} for points of {n} columns"
+    for name, vector in (("V", V), ("w", w)):
+        if vector is not None and np.size(vector) < n:
+            return f"{name} of {np.size(vector)} entries for points of {n} columns"
+    return None
+
+
+def _checked_kernel(module_name, name, original, refusal, why):
+    def checked(*args, **kwargs):
+        if cell_is_running():
+            problem = refusal(*args, **kwargs)
+            if problem is not None:
+                _refuse(genuine(CallDenied(f"{module_name}'s {name} with {problem}", why)))
+        return original(*args, **kwargs)
+    checked.__name__, checked.__doc__, checked.__st_checked__ = name, original.__doc__, True
+    return runtime_callable(checked)
+
+
+def _check_distance_and_linkage_kernels() -> None:
+    """The C and Cython kernels scipy.spatial.distance and scipy.cluster.hierarchy look up on their module at each
+    call, replaced there by ones that check the arrays' shapes first while a cell runs (every route ends in them)."""
+    hierarchy = sys.modules.get("scipy.cluster._hierarchy")
+    for name, (rows_of, points_of) in _HIERARCHY_KERNELS.items():
+        original = getattr(hierarchy, name, None)
+        if original is not None and not getattr(original, "__st_checked__", False):
+            refusal = (lambda r, p: lambda Z, *arrays, **kw: _linkage_refusal(Z, *arrays, rows_of=r, points_of=p))(
+                rows_of, points_of)
+            setattr(hierarchy, name, _checked_kernel("scipy.cluster", name, original, refusal,
+                                                     "the kernel reads the arrays by the linkage's size, unchecked"))
+    distance = sys.modules.get("scipy.spatial._distance_wrap")
+    for name in ("cdist_mahalanobis_double_wrap", "pdist_mahalanobis_double_wrap", "cdist_seuclidean_double_wrap",
+                 "pdist_seuclidean_double_wrap", "cdist_weighted_minkowski_double_wrap",
+                 "pdist_weighted_minkowski_double_wrap"):
+        original = getattr(distance, name, None)
+        if original is not None and not getattr(original, "__st_checked__", False):
+            setattr(distance, name, _checked_kernel("scipy.spatial.distance", name, original, _mahalanobis_refusal,
+                                                    "the kernel reads the matrix by the points' columns, unchecked"))
+
+
 def _check_fitpack_arguments() -> None:
     for (module_name, name), splines in _FITPACK_SPLINES.items():
         module = sys.modules.get(module_name)
@@ -2445,16 +2518,35 @@ def _copy_multiindex_codes() -> None:
             return np.array(items)
         return [np.array(c, copy=True) for c in items]
 
+    original_levels = cls.__dict__["set_levels"]
+
+    def verified(kwargs):
+        # verify_integrity=False skips the check that every code indexes its level, and pandas' take then reads past
+        # the level's buffer in C (review 19, R19-3: heap words, a SIGSEGV): while a cell runs it is always checked
+        if cell_is_running():
+            kwargs["verify_integrity"] = True
+        return kwargs
+
+    parameters = list(inspect.signature(original_new).parameters)
+    at = parameters.index("verify_integrity") - 3 if "verify_integrity" in parameters else None   # after codes
+
     def __new__(cls, levels=None, codes=None, *args, **kwargs):
-        return original_new(cls, levels, copied(codes), *args, **kwargs)
+        if at is not None and len(args) > at and cell_is_running():
+            args = args[:at] + (True,) + args[at + 1:]
+        return original_new(cls, levels, copied(codes), *args, **(verified(kwargs) if at is not None and
+                                                                   len(args) <= at else kwargs))
 
     def set_codes(self, codes, **kwargs):
-        return original_set(self, copied(codes), **kwargs)
-    for fn, original in ((__new__, original_new), (set_codes, original_set)):
+        return original_set(self, copied(codes), **verified(kwargs))
+
+    def set_levels(self, levels, **kwargs):
+        return original_levels(self, levels, **verified(kwargs))
+    for fn, original in ((__new__, original_new), (set_codes, original_set), (set_levels, original_levels)):
         fn.__doc__, fn.__qualname__, fn.__st_copies__ = original.__doc__, original.__qualname__, True
         runtime_callable(fn)
     setattr(cls, "__new__", staticmethod(__new__))
     setattr(cls, "set_codes", set_codes)
+    setattr(cls, "set_levels", set_levels)
     _KEEP.extend((original_new, original_set))
 
 
@@ -2539,6 +2631,7 @@ def register_library_guards() -> None:
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
     _check_fitpack_arguments()
+    _check_distance_and_linkage_kernels()
     for module, name in (("numpy._utils", "set_module"), ("pandas.util._decorators", "set_module")):
         setter = getattr(sys.modules.get(module), name, None)
         if setter is not None and setter not in CALL_GUARDS:
