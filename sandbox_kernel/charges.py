@@ -119,6 +119,12 @@ def _linear_filter(b, a, x, *args, **kwargs) -> int:
     return _size(x) * (_size(b) + _size(a))
 
 
+def _sparse_product(n_row, n_col, a_indptr, a_indices, b_indptr, b_indices, *args, **kwargs) -> int:
+    """A sparse product's multiply-adds: every stored entry of A meets every stored entry of B's matching row."""
+    np = sys.modules["numpy"]
+    return int(np.diff(np.asarray(b_indptr))[np.asarray(a_indices)].sum()) if np.size(a_indices) else 0
+
+
 def _gcd(*integers) -> int:
     """Lehmer's gcd of two n-digit ints (30-bit digits) takes about n**2 steps; math.gcd(*xs) folds pairwise."""
     sizes = sorted((abs(x).bit_length() // 30 + 1 for x in integers if type(x) is int), reverse=True)
@@ -211,6 +217,7 @@ _REPLACED = (
     ("scipy.signal._sigtools", "_linear_filter", 0.1, _linear_filter),   # lfilter
     ("numpy", "dot", 0.005, _dot),                  # BLAS: np.dot, and pandas' DataFrame.dot / @ through it
     ("numpy._core.numeric", "dot", 0.005, _dot),    # tensordot's
+    ("scipy.sparse._compressed", "csr_matmat_maxnnz", 0.2, _sparse_product),   # A @ B of sparse arrays: R19-6
     ("math", "gcd", 0.3, _gcd),       # and fractions' normalisation, which reads math.gcd at each call (R16-15)
     ("math", "lcm", 0.3, _gcd),
 )
