@@ -2409,6 +2409,20 @@ def _checked_kernel(module_name, name, original, refusal, why):
     return runtime_callable(checked)
 
 
+def _geometry_refusal(*args, **kwargs):
+    """ndimage's zoom_shift(input, zoom, shift, ...) and geometric_transform(input, fn, coordinates, matrix, offset,
+    ...) turn shifts, zooms, matrices and offsets into indices in C: a NaN or 1e300 shift in wrap, mirror or reflect
+    mode indexed far outside the input (review 19, R19-7: SIGSEGV). Every number must be finite and within 2**31."""
+    np = sys.modules["numpy"]
+    for value in args[1:5]:
+        if value is None or callable(value) or not isinstance(value, (np.ndarray, list, tuple, float, int)):
+            continue
+        numbers = np.asarray(value)
+        if numbers.dtype.kind in "fc" and not (np.isfinite(numbers).all() and (np.abs(numbers) < 2.0 ** 31).all()):
+            return "a shift, zoom, matrix or offset that is not a finite number below 2**31"
+    return None
+
+
 def _check_distance_and_linkage_kernels() -> None:
     """The C and Cython kernels scipy.spatial.distance and scipy.cluster.hierarchy look up on their module at each
     call, replaced there by ones that check the arrays' shapes first while a cell runs (every route ends in them)."""
@@ -2420,6 +2434,12 @@ def _check_distance_and_linkage_kernels() -> None:
                 rows_of, points_of)
             setattr(hierarchy, name, _checked_kernel("scipy.cluster", name, original, refusal,
                                                      "the kernel reads the arrays by the linkage's size, unchecked"))
+    ndimage = sys.modules.get("scipy.ndimage._nd_image")
+    for name in ("zoom_shift", "geometric_transform"):
+        original = getattr(ndimage, name, None)
+        if original is not None and not getattr(original, "__st_checked__", False):
+            setattr(ndimage, name, _checked_kernel("scipy.ndimage", name, original, _geometry_refusal,
+                                                   "the interpolation turns it into indices in C, unchecked"))
     distance = sys.modules.get("scipy.spatial._distance_wrap")
     for name in ("cdist_mahalanobis_double_wrap", "pdist_mahalanobis_double_wrap", "cdist_seuclidean_double_wrap",
                  "pdist_seuclidean_double_wrap", "cdist_weighted_minkowski_double_wrap",
