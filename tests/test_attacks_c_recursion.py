@@ -3,7 +3,8 @@ deeply nested tuple, numpy's object loops over an array that holds itself, next(
 `itertools.cycle` and `chain.from_iterable`) must end in a clean error, never a crashed process.
 
 Sink: docs/security.md, "Inventory of sinks", row *recursion in C without a check*. The attacks come from the
-independent reviews at level none (docs/reviews.md): review 4 (N4-11, N4-12) and review 5 (N5-6).
+independent reviews at level none (docs/reviews.md): review 4 (N4-11, N4-12), review 5 (N5-6) and review 18 (R18-10:
+generators resumed from C; R18-11: deallocators that free what they hold directly).
 """
 from __future__ import annotations
 
