@@ -166,7 +166,7 @@ def _distances(xa, xb=None, *args, **kwargs) -> int:
 
 
 def charge_concatenations(start, items) -> None:
-    """sum(items, start) of lists or tuples: every step copies the running total (the sized-builtins gate calls this)."""
+    """sum(items, start) of lists or tuples: every step copies the running total (the sized-builtins gate asks)."""
     if not cell_is_running():
         return
     running, copied = len(start), 0

@@ -1866,7 +1866,7 @@ class _ObjectState:
 
 
 class _ModuleGlobals:
-    """Module globals a library function rebinds (scipy.cluster.hierarchy's set_link_color_palette: review 18, R18-7)."""
+    """Module globals a library function rebinds (scipy.cluster.hierarchy's set_link_color_palette: R18-7)."""
 
     def __init__(self, name: str, module: str, names: tuple):
         self.name, self._module, self._names = name, module, names
@@ -2331,20 +2331,6 @@ def _surface_refusal(tx, ty, c, kx, ky):
     return why_x or why_y or (f"{nx * ny} coefficients are needed (given {size})" if size < nx * ny else None)
 
 
-def _checked_fitpack(name, original, refusal):
-    """refusal(*args, **kwargs): why the call's spline cannot be what FITPACK will index, or None."""
-    def checked(*args, **kwargs):
-        if cell_is_running():
-            why = refusal(*args, **kwargs)
-            if why is not None:
-                _refuse(genuine(CallDenied(f"scipy.interpolate's FITPACK {name}: {why}",
-                                           "FITPACK trusts the spline's shape and would read past it",
-                                           hint="make the spline with scipy.interpolate.BSpline(t, c, k)")))
-        return original(*args, **kwargs)
-    checked.__name__, checked.__doc__, checked.__st_checked__ = name, original.__doc__, True
-    return runtime_callable(checked)
-
-
 _FITPACK_SPLINES = {   # (module, name): why the call's spline is refused, from its arguments
     ("scipy.interpolate._dfitpack", "splev"): lambda t, c, k, *a, **kw: _curve_refusal(t, c, k),
     ("scipy.interpolate._dfitpack", "splder"): lambda t, c, k, *a, **kw: _curve_refusal(t, c, k),
@@ -2398,12 +2384,13 @@ def _mahalanobis_refusal(*arrays, VI=None, V=None, w=None, **kwargs):
     return None
 
 
-def _checked_kernel(module_name, name, original, refusal, why):
+def _checked_kernel(library, name, original, refusal, why, hint=None):
+    """original, behind refusal(*args, **kwargs): why the arguments' shapes cannot be what the kernel reads, or None."""
     def checked(*args, **kwargs):
         if cell_is_running():
             problem = refusal(*args, **kwargs)
             if problem is not None:
-                _refuse(genuine(CallDenied(f"{module_name}'s {name} with {problem}", why)))
+                _refuse(genuine(CallDenied(f"{library} {name}: {problem}", why, hint=hint)))
         return original(*args, **kwargs)
     checked.__name__, checked.__doc__, checked.__st_checked__ = name, original.__doc__, True
     return runtime_callable(checked)
@@ -2432,13 +2419,13 @@ def _check_distance_and_linkage_kernels() -> None:
         if original is not None and not getattr(original, "__st_checked__", False):
             refusal = (lambda r, p: lambda Z, *arrays, **kw: _linkage_refusal(Z, *arrays, rows_of=r, points_of=p))(
                 rows_of, points_of)
-            setattr(hierarchy, name, _checked_kernel("scipy.cluster", name, original, refusal,
+            setattr(hierarchy, name, _checked_kernel("scipy.cluster's", name, original, refusal,
                                                      "the kernel reads the arrays by the linkage's size, unchecked"))
     ndimage = sys.modules.get("scipy.ndimage._nd_image")
     for name in ("zoom_shift", "geometric_transform"):
         original = getattr(ndimage, name, None)
         if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(ndimage, name, _checked_kernel("scipy.ndimage", name, original, _geometry_refusal,
+            setattr(ndimage, name, _checked_kernel("scipy.ndimage's", name, original, _geometry_refusal,
                                                    "the interpolation turns it into indices in C, unchecked"))
     distance = sys.modules.get("scipy.spatial._distance_wrap")
     for name in ("cdist_mahalanobis_double_wrap", "pdist_mahalanobis_double_wrap", "cdist_seuclidean_double_wrap",
@@ -2446,7 +2433,7 @@ def _check_distance_and_linkage_kernels() -> None:
                  "pdist_weighted_minkowski_double_wrap"):
         original = getattr(distance, name, None)
         if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(distance, name, _checked_kernel("scipy.spatial.distance", name, original, _mahalanobis_refusal,
+            setattr(distance, name, _checked_kernel("scipy.spatial.distance's", name, original, _mahalanobis_refusal,
                                                     "the kernel reads the matrix by the points' columns, unchecked"))
 
 
@@ -2455,7 +2442,9 @@ def _check_fitpack_arguments() -> None:
         module = sys.modules.get(module_name)
         original = getattr(module, name, None)
         if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(module, name, _checked_fitpack(name, original, splines))
+            setattr(module, name, _checked_kernel("scipy.interpolate's FITPACK", name, original, splines,
+                                                  "FITPACK trusts the spline's shape and would read past it",
+                                                  hint="make the spline with scipy.interpolate.BSpline(t, c, k)"))
 
 
 def _check_sparse_indices_fully() -> None:
