@@ -514,8 +514,8 @@ guard_generator_resumption(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unus
 }
 
 /* Freeing a chain of objects nested a million deep recurses once per object in C: CPython's own containers defer
-   deep frees (the "trashcan"), but slice, staticmethod, classmethod, property, operator's getters, deque and numpy's
-   arrays free what they hold directly, and slice(slice(...)) a million deep overflowed the C stack when dropped
+   deep frees (the "trashcan"), but slice, staticmethod, classmethod, property, operator's getters, deque, super,
+   generators and numpy's arrays free what they hold directly, and slice(slice(...)) a million deep overflowed the C stack when dropped
    (review 18, R18-11). guard_deallocation(types) gives those types a deallocator that frees at most
    DEALLOC_DEPTH_LIMIT nested objects on the C stack and parks deeper ones (unreachable already: their count is 0),
    freeing them one after another when the outermost free returns. A parked object that the garbage collector

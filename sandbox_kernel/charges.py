@@ -24,7 +24,8 @@ _KEEP: list = []   # the callables the call guards hold by identity, kept alive
 
 
 def _charge(units: int, ns_per_unit: float, what: str) -> None:
-    if units > 1000 and cell_is_running():
+    """Charge units x ns_per_unit to the running cell's budget (the callers have asked cell_is_running)."""
+    if units > 1000:
         gates = _gates.CURRENT_GATES.get()
         if gates is not None and gates.budget is not None:
             gates.budget.charge_native(units * ns_per_unit * 1e-9, what)
@@ -48,7 +49,8 @@ def _guard_charged(ns_per_unit: float, units):
     """A CALL_GUARDS factory: the cell's call charges units(*args, **kwargs) x ns_per_unit first."""
     def factory(fn, gates):
         def charged(*args, **kwargs):
-            _charge(units(*args, **kwargs), ns_per_unit, fn.__name__)
+            if cell_is_running():   # (the guarded callable can be handed to the host)
+                _charge(units(*args, **kwargs), ns_per_unit, fn.__name__)
             return fn(*args, **kwargs)
         charged.__name__, charged.__doc__ = fn.__name__, fn.__doc__
         return _gates.runtime_callable(charged)
@@ -153,7 +155,7 @@ def charge_matrix_product(a, b) -> None:
     """The cell's a @ b (the rewriter's binop gate): arrays only (a cell class's own __matmul__ runs as cell code)."""
     np = sys.modules.get("numpy")
     if np is not None and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)) and cell_is_running():
-        _charge(_matrix_product(a, b), _BLAS_NS_PER_UNIT, "a matrix product")
+        _charge(_matrix_product(a, b), _BLAS_NS, "a matrix product")
 
 
 def _distances(xa, xb=None, *args, **kwargs) -> int:
@@ -178,8 +180,8 @@ def charge_concatenations(start, items) -> None:
 
 def _all_pairs(csgraph, *args, **kwargs) -> int:
     """Floyd-Warshall over n nodes: n**3."""
-    n = _shape(csgraph)[0] if _shape(csgraph) else 0
-    return n ** 3
+    shape = _shape(csgraph)
+    return shape[0] ** 3 if shape else 0
 
 
 def _shortest_paths(csgraph, method="auto", *args, **kwargs) -> int:
@@ -199,6 +201,8 @@ def _assignment(cost_matrix, *args, **kwargs) -> int:
     return n * n * m
 
 
+_LAPACK_NS = 0.02   # numpy.linalg's factorisations and scipy.linalg's fastest family, per n**3 unit
+_BLAS_NS = 0.005    # a matrix product's multiply-add
 # (module, attribute, ns per unit, units): looked up by its library at every call
 _REPLACED = (
     ("numpy._core.multiarray", "correlate", 0.03, _product_of_sizes),    # np.convolve, np.correlate, polymul
@@ -215,13 +219,12 @@ _REPLACED = (
     ("scipy.signal._sigtools", "_correlateND", 3.0, _product_of_sizes),   # convolve/correlate(method='direct')
     ("scipy.signal._sigtools", "_medfilt2d", 0.15, _median_2d),
     ("scipy.signal._sigtools", "_linear_filter", 0.1, _linear_filter),   # lfilter
-    ("numpy", "dot", 0.005, _dot),                  # BLAS: np.dot, and pandas' DataFrame.dot / @ through it
-    ("numpy._core.numeric", "dot", 0.005, _dot),    # tensordot's
+    ("numpy", "dot", _BLAS_NS, _dot),               # np.dot, and pandas' DataFrame.dot / @ through it
+    ("numpy._core.numeric", "dot", _BLAS_NS, _dot),   # tensordot's
     ("scipy.sparse._compressed", "csr_matmat_maxnnz", 0.2, _sparse_product),   # A @ B of sparse arrays: R19-6
     ("math", "gcd", 0.3, _gcd),       # and fractions' normalisation, which reads math.gcd at each call (R16-15)
     ("math", "lcm", 0.3, _gcd),
 )
-_LAPACK_NS = 0.02
 # (module, attribute, ns per unit, units): called by the cell (Cython calls them within their module directly)
 _GUARDED = (
     ("scipy.sparse.csgraph", "floyd_warshall", 0.25, _all_pairs),
@@ -229,8 +232,8 @@ _GUARDED = (
     ("scipy.optimize", "linear_sum_assignment", 0.02, _assignment),
     ("scipy.spatial.distance", "cdist", 0.1, _distances),     # (review 18, R18-13)
     ("scipy.spatial.distance", "pdist", 0.1, _distances),
-    ("numpy", "matmul", 0.005, _matrix_product),    # a ufunc: a @ b in the cell goes through the binop gate
-    ("numpy", "inner", 0.005, _dot),
+    ("numpy", "matmul", _BLAS_NS, _matrix_product),   # a ufunc: a @ b in the cell goes through the binop gate
+    ("numpy", "inner", _BLAS_NS, _dot),
 ) + tuple(("scipy.linalg", name, ns, _factorisation) for names, ns in (   # f2py's LAPACK: review 19, R19-2
     # (a lower bound each: the non-symmetric eigenproblems and matrix functions cost several n**3 passes; schur of
     # 2000 x 2000 ran 65 s)
@@ -241,7 +244,6 @@ _GUARDED = (
     (("eigh", "eigvalsh", "pinvh"), 0.05),
     (("lu", "lu_factor", "qr", "rq", "inv", "solve", "det", "cholesky", "cho_factor", "ldl"), _LAPACK_NS),
 ) for name in names)
-_BLAS_NS_PER_UNIT = 0.005
 
 
 def charge_native_work(call_guards: dict) -> None:

@@ -2221,13 +2221,18 @@ def dataclass_field_refusal(mro, names):
     return None
 
 
+def inherited_dataclass_fields(classes) -> list:
+    """The field names dataclass() gave the cell's classes among classes (their own tables, never a library's)."""
+    return [name for k in classes if is_sandbox_class(k)
+            for name in type.__dict__["__dict__"].__get__(k).get("__dataclass_fields__", ())]
+
+
 def _dataclass_namespace_refusal(mro, namespace):
     if any(table in namespace for table in _DATACLASS_TABLES):
         return ("'__dataclass_fields__' in a class", "only dataclass() makes a class's table of fields")
-    if not any(not (is_sandbox_class(k) or _structural(k)) for k in mro):
-        return None
-    inherited = [name for k in mro if is_sandbox_class(k)
-                 for name in type.__dict__["__dict__"].__get__(k).get("__dataclass_fields__", ())]
+    if all(is_sandbox_class(k) or _structural(k) for k in mro):
+        return None   # (the fields were checked when dataclass() made them, for classes wholly the cell's)
+    inherited = inherited_dataclass_fields(mro)
     return dataclass_field_refusal(mro, inherited) if inherited else None
 
 

@@ -48,8 +48,8 @@ from .confine import at_cell_end, at_cell_start, cell_is_running, route_native_f
 from .denials import CallDenied, ImportDenied, SandboxViolation, SizeDenied, genuine
 from .gates import (_NO_RAW_ARRAY, _RAW_ARRAY_PROTOCOLS, CURRENT_GATES, _built_on_index_arrays, _grow_call, _no_auto_open,
                     _type_name,
-                    add_stand_in_kind, dataclass_field_refusal, is_sandbox_class, is_sandbox_function,
-                    refuse_raw_protocols_in_hooks, runtime_callable)
+                    add_stand_in_kind, dataclass_field_refusal, inherited_dataclass_fields, is_sandbox_class,
+                    is_sandbox_function, refuse_raw_protocols_in_hooks, runtime_callable)
 from .gates import _PASS_THROUGH as SPECIAL_METHOD_PASS_THROUGH
 from . import charges as _charges   # (a module: either may be imported first)
 
@@ -596,9 +596,7 @@ def _guard_target_is_sandboxed(position_name: str, field_names: bool = False):
                                       "field names become the text of the generated methods"))
             if type(annotations) is dict:
                 mro = type.__dict__["__mro__"].__get__(target)
-                inherited = [name for k in mro[1:] if is_sandbox_class(k)
-                             for name in type.__dict__["__dict__"].__get__(k).get("__dataclass_fields__", ())]
-                why = dataclass_field_refusal(mro, list(annotations) + inherited)
+                why = dataclass_field_refusal(mro, list(annotations) + inherited_dataclass_fields(mro[1:]))
                 if why is not None:
                     gates.deny(CallDenied(f"{fn.__name__}() of a class with {why[0]}", why[1]))
 
@@ -2355,11 +2353,13 @@ def _linkage_refusal(Z, *arrays, rows_of=(), points_of=()):
     array in points_of per point (review 19, R19-5: R = np.ones((1, 4)) under 300,000 links read the heap)."""
     links = _rows(Z)
     for i in rows_of:
-        if _rows(arrays[i]) < links:
-            return f"an array of {_rows(arrays[i]):,} rows for a linkage of {links:,} links"
+        rows = _rows(arrays[i])
+        if rows < links:
+            return f"an array of {rows:,} rows for a linkage of {links:,} links"
     for i in points_of:
-        if sys.modules["numpy"].size(arrays[i]) < links + 1:
-            return f"an array of {sys.modules['numpy'].size(arrays[i]):,} entries for {links + 1:,} points"
+        entries = int(sys.modules["numpy"].size(arrays[i]))
+        if entries < links + 1:
+            return f"an array of {entries:,} entries for {links + 1:,} points"
     return None
 
 
@@ -2410,41 +2410,40 @@ def _geometry_refusal(*args, **kwargs):
     return None
 
 
-def _check_distance_and_linkage_kernels() -> None:
-    """The C and Cython kernels scipy.spatial.distance and scipy.cluster.hierarchy look up on their module at each
-    call, replaced there by ones that check the arrays' shapes first while a cell runs (every route ends in them)."""
-    hierarchy = sys.modules.get("scipy.cluster._hierarchy")
-    for name, (rows_of, points_of) in _HIERARCHY_KERNELS.items():
-        original = getattr(hierarchy, name, None)
-        if original is not None and not getattr(original, "__st_checked__", False):
-            refusal = (lambda r, p: lambda Z, *arrays, **kw: _linkage_refusal(Z, *arrays, rows_of=r, points_of=p))(
-                rows_of, points_of)
-            setattr(hierarchy, name, _checked_kernel("scipy.cluster's", name, original, refusal,
-                                                     "the kernel reads the arrays by the linkage's size, unchecked"))
-    ndimage = sys.modules.get("scipy.ndimage._nd_image")
-    for name in ("zoom_shift", "geometric_transform"):
-        original = getattr(ndimage, name, None)
-        if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(ndimage, name, _checked_kernel("scipy.ndimage's", name, original, _geometry_refusal,
-                                                   "the interpolation turns it into indices in C, unchecked"))
-    distance = sys.modules.get("scipy.spatial._distance_wrap")
-    for name in ("cdist_mahalanobis_double_wrap", "pdist_mahalanobis_double_wrap", "cdist_seuclidean_double_wrap",
-                 "pdist_seuclidean_double_wrap", "cdist_weighted_minkowski_double_wrap",
-                 "pdist_weighted_minkowski_double_wrap"):
-        original = getattr(distance, name, None)
-        if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(distance, name, _checked_kernel("scipy.spatial.distance's", name, original, _mahalanobis_refusal,
-                                                    "the kernel reads the matrix by the points' columns, unchecked"))
-
-
-def _check_fitpack_arguments() -> None:
-    for (module_name, name), splines in _FITPACK_SPLINES.items():
-        module = sys.modules.get(module_name)
+def _check_kernels(module_name, refusals: dict, library: str, why: str, hint=None) -> None:
+    """Each module.name in refusals (name -> refusal) replaced, once the module is loaded, by a _checked_kernel."""
+    module = sys.modules.get(module_name)
+    for name, refusal in refusals.items():
         original = getattr(module, name, None)
         if original is not None and not getattr(original, "__st_checked__", False):
-            setattr(module, name, _checked_kernel("scipy.interpolate's FITPACK", name, original, splines,
-                                                  "FITPACK trusts the spline's shape and would read past it",
-                                                  hint="make the spline with scipy.interpolate.BSpline(t, c, k)"))
+            setattr(module, name, _checked_kernel(library, name, original, refusal, why, hint))
+
+
+def _linkage_check(rows_of, points_of):
+    return lambda Z, *arrays, **kwargs: _linkage_refusal(Z, *arrays, rows_of=rows_of, points_of=points_of)
+
+
+_DISTANCE_KERNELS = ("cdist_mahalanobis_double_wrap", "pdist_mahalanobis_double_wrap", "cdist_seuclidean_double_wrap",
+                     "pdist_seuclidean_double_wrap", "cdist_weighted_minkowski_double_wrap",
+                     "pdist_weighted_minkowski_double_wrap")
+
+
+def _check_native_kernels() -> None:
+    """The C, Cython and Fortran kernels that FITPACK, scipy.cluster.hierarchy, scipy.ndimage's interpolation and
+    scipy.spatial.distance look up on their module at each call, replaced there by ones that check the arrays'
+    shapes first while a cell runs (every route ends in them)."""
+    for module_name in ("scipy.interpolate._dfitpack", "scipy.interpolate._fitpack"):
+        _check_kernels(module_name, {name: refusal for (module, name), refusal in _FITPACK_SPLINES.items()
+                                     if module == module_name},
+                       "scipy.interpolate's FITPACK", "FITPACK trusts the spline's shape and would read past it",
+                       hint="make the spline with scipy.interpolate.BSpline(t, c, k)")
+    _check_kernels("scipy.cluster._hierarchy", {name: _linkage_check(*reads) for name, reads in
+                                                _HIERARCHY_KERNELS.items()},
+                   "scipy.cluster's", "the kernel reads the arrays by the linkage's size, unchecked")
+    _check_kernels("scipy.ndimage._nd_image", dict.fromkeys(("zoom_shift", "geometric_transform"), _geometry_refusal),
+                   "scipy.ndimage's", "the interpolation turns it into indices in C, unchecked")
+    _check_kernels("scipy.spatial._distance_wrap", dict.fromkeys(_DISTANCE_KERNELS, _mahalanobis_refusal),
+                   "scipy.spatial.distance's", "the kernel reads the matrix by the points' columns, unchecked")
 
 
 def _check_sparse_indices_fully() -> None:
@@ -2540,10 +2539,11 @@ def _copy_multiindex_codes() -> None:
     at = parameters.index("verify_integrity") - 3 if "verify_integrity" in parameters else None   # after codes
 
     def __new__(cls, levels=None, codes=None, *args, **kwargs):
-        if at is not None and len(args) > at and cell_is_running():
-            args = args[:at] + (True,) + args[at + 1:]
-        return original_new(cls, levels, copied(codes), *args, **(verified(kwargs) if at is not None and
-                                                                   len(args) <= at else kwargs))
+        if at is not None and len(args) > at:   # given by position
+            args = args[:at] + (True if cell_is_running() else args[at],) + args[at + 1:]
+        elif at is not None:
+            kwargs = verified(kwargs)
+        return original_new(cls, levels, copied(codes), *args, **kwargs)
 
     def set_codes(self, codes, **kwargs):
         return original_set(self, copied(codes), **verified(kwargs))
@@ -2639,8 +2639,7 @@ def register_library_guards() -> None:
             _KEEP.append(reader)
     if "scipy.sparse._compressed" in sys.modules:
         _check_sparse_indices_fully()
-    _check_fitpack_arguments()
-    _check_distance_and_linkage_kernels()
+    _check_native_kernels()
     for module, name in (("numpy._utils", "set_module"), ("pandas.util._decorators", "set_module")):
         setter = getattr(sys.modules.get(module), name, None)
         if setter is not None and setter not in CALL_GUARDS:
