@@ -306,11 +306,13 @@ def test_held_no_process_from_library_pool():
 
 
 def test_held_finalizer_loop_does_not_hang_host():
-    probe = ("import gc, time\nt = time.time()\ntry:\n    gc.collect()\n    r = 'ok'\n"
-             "except BaseException as ex:\n    r = repr(ex)\nPROBE = {'gc': r, 'secs': time.time() - t}\n")
+    # (the host's collection returns: a finalizer looping forever would leave the child to the run's timeout; the
+    # reviewer also timed it, dropped here: no wall-clock assertions in tests)
+    probe = ("import gc\ntry:\n    gc.collect()\n    r = 'ok'\n"
+             "except BaseException as ex:\n    r = repr(ex)\nPROBE = {'gc': r}\n")
     r = run(["class A:\n    def __del__(self):\n        while True:\n            pass\n"
              "a = A(); b = A(); a.o = b; b.o = a\ndel a, b\n"], probe=probe, timeout=60)
-    assert r["probe"]["gc"] == "ok" and r["probe"]["secs"] < 10, r["probe"]
+    assert r["probe"]["gc"] == "ok", r["probe"]
 
 
 def test_held_object_rules_by_alias():
